@@ -1,0 +1,1 @@
+"""The ``sirerag`` command line: one module per subcommand, each with ``register(subparsers)``."""

@@ -1,0 +1,13 @@
+"""Helpers shared by subcommands."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    """Options every subcommand accepts after its name."""
+    parser.add_argument("--quiet", dest="sub_quiet", action="store_true", help="only warnings and errors")
+
+
+def progress_enabled(args: argparse.Namespace) -> bool:
+    return not getattr(args, "quiet", False)

@@ -1,0 +1,272 @@
+"""Build configuration: explicit keyword dataclasses, one per stage.
+
+Constructors do no work; :meth:`BuildConfig.validate` runs when a build starts
+and raises :class:`~sirerag.errors.ConfigError` naming the parameter, the value
+received and what is allowed. A TOML file maps onto the same sections::
+
+    trees = ["similarity", "relatedness"]
+    seed = 224
+    [chunking]
+    mode = "passage"
+    [clustering]
+    threshold = 0.1
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from sirerag.errors import ConfigError, check
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+TREE_CHOICES = ("similarity", "relatedness")
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """``tokens``: RAPTOR-style chunks of at most ``max_tokens`` tokens on sentence
+    boundaries; ``passage``: one chunk per input document (SiReRAG on the benchmarks)."""
+
+    mode: str = "tokens"
+    max_tokens: int = 100
+    encoding: str = "cl100k_base"
+
+    def validate(self) -> None:
+        check(self.mode in ("tokens", "passage"), "chunking.mode", self.mode, "one of 'tokens', 'passage'")
+        check(isinstance(self.max_tokens, int) and self.max_tokens >= 8, "chunking.max_tokens",
+              self.max_tokens, "an integer >= 8")
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    """``spec``: ``minilm`` (the offline default), ``st:PATH_OR_NAME`` or ``openai:MODEL``."""
+
+    spec: str = "minilm"
+    batch_size: int = 64
+
+    def validate(self) -> None:
+        check(bool(self.spec), "embedder.spec", self.spec, "a non-empty embedder spec")
+        check(isinstance(self.batch_size, int) and self.batch_size > 0, "embedder.batch_size",
+              self.batch_size, "a positive integer")
+
+
+@dataclass(frozen=True)
+class ClusteringConfig:
+    """RAPTOR's soft clustering: UMAP to ``reduction_dim`` dimensions, Gaussian mixtures
+    with the count chosen by BIC (at most ``max_clusters``), membership at probability
+    > ``threshold``; clusters whose text exceeds ``max_cluster_tokens`` are re-clustered."""
+
+    reduction_dim: int = 10
+    threshold: float = 0.1
+    max_clusters: int = 50
+    max_cluster_tokens: int = 3500
+
+    def validate(self) -> None:
+        check(isinstance(self.reduction_dim, int) and self.reduction_dim >= 2, "clustering.reduction_dim",
+              self.reduction_dim, "an integer >= 2")
+        check(0.0 < float(self.threshold) < 1.0, "clustering.threshold", self.threshold, "a probability in (0, 1)")
+        check(isinstance(self.max_clusters, int) and self.max_clusters >= 1, "clustering.max_clusters",
+              self.max_clusters, "an integer >= 1")
+        check(isinstance(self.max_cluster_tokens, int) and self.max_cluster_tokens >= 64,
+              "clustering.max_cluster_tokens", self.max_cluster_tokens, "an integer >= 64")
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """``levels`` counts the leaf level: 4 = leaves + 3 summary levels (the paper)."""
+
+    levels: int = 4
+    summary_max_tokens: int = 100
+
+    def validate(self) -> None:
+        check(isinstance(self.levels, int) and 1 <= self.levels <= 10, "tree.levels", self.levels,
+              "an integer from 1 to 10")
+        check(isinstance(self.summary_max_tokens, int) and self.summary_max_tokens >= 16,
+              "tree.summary_max_tokens", self.summary_max_tokens, "an integer >= 16")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """``spec`` is None for the offline algorithms, else e.g. ``openai:gpt-4o-mini``,
+    ``openai:MODEL@http://127.0.0.1:8000/v1``, ``hf:/path/to/model``, ``hf:smollm2``.
+    Keys come from the environment variable named by ``api_key_env``, never from files."""
+
+    spec: str | None = None
+    max_concurrency: int = 16
+    max_retries: int = 5
+    timeout: float = 120.0
+    temperature: float = 0.0
+    api_key_env: str = "OPENAI_API_KEY"
+
+    def validate(self) -> None:
+        check(isinstance(self.max_concurrency, int) and self.max_concurrency >= 1, "llm.max_concurrency",
+              self.max_concurrency, "an integer >= 1")
+        check(isinstance(self.max_retries, int) and self.max_retries >= 0, "llm.max_retries",
+              self.max_retries, "an integer >= 0")
+        check(float(self.timeout) > 0, "llm.timeout", self.timeout, "a positive number of seconds")
+        check(0.0 <= float(self.temperature) <= 2.0, "llm.temperature", self.temperature, "a number in [0, 2]")
+
+
+@dataclass(frozen=True)
+class ExtractionConfig:
+    """How propositions and entities are extracted for the relatedness tree.
+
+    ``extractor``: ``offline`` (sentences + rule-based entity tagger) or ``llm``
+    (coreference rewrite + JSON proposition extraction through the LLM).
+    ``ner``: ``rules`` or ``spacy:MODEL`` for the offline extractor.
+    ``llm``: a separate LLM spec for extraction (e.g. a fine-tuned adapter);
+    None uses the build's LLM.
+    """
+
+    extractor: str = "offline"
+    ner: str = "rules"
+    rewrite: bool = True
+    max_attempts: int = 2
+    llm: str | None = None
+
+    def validate(self) -> None:
+        check(self.extractor in ("offline", "llm"), "extraction.extractor", self.extractor,
+              "one of 'offline', 'llm'")
+        check(self.ner == "rules" or self.ner.startswith("spacy:"), "extraction.ner", self.ner,
+              "'rules' or 'spacy:MODEL'")
+        check(isinstance(self.max_attempts, int) and self.max_attempts >= 1, "extraction.max_attempts",
+              self.max_attempts, "an integer >= 1")
+
+
+@dataclass(frozen=True)
+class RelatednessConfig:
+    """Proposition aggregates and the tree above them; the paper's ablations are switches:
+    (A) ``summaries=False``; (B) ``include_propositions=True``; (C) (B) with
+    ``aggregates=False``; (D) (C) with ``summaries=False``."""
+
+    aggregate_max_tokens: int = 512
+    skip_redundant_entities: bool = False
+    summaries: bool = True
+    aggregates: bool = True
+    include_propositions: bool = False
+
+    def validate(self) -> None:
+        check(isinstance(self.aggregate_max_tokens, int) and self.aggregate_max_tokens >= 16,
+              "relatedness.aggregate_max_tokens", self.aggregate_max_tokens, "an integer >= 16")
+        check(self.aggregates or self.include_propositions, "relatedness.aggregates", self.aggregates,
+              "True unless relatedness.include_propositions is True (ablation C)")
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """The entity graph for the Personalized PageRank retriever (``--graph``)."""
+
+    enabled: bool = False
+    synonym_threshold: float = 0.8
+    synonym_max_neighbors: int = 100
+
+    def validate(self) -> None:
+        check(0.0 < float(self.synonym_threshold) <= 1.0, "graph.synonym_threshold", self.synonym_threshold,
+              "a cosine similarity in (0, 1]")
+        check(isinstance(self.synonym_max_neighbors, int) and self.synonym_max_neighbors >= 0,
+              "graph.synonym_max_neighbors", self.synonym_max_neighbors, "an integer >= 0")
+
+
+_SECTIONS: dict[str, type] = {
+    "chunking": ChunkingConfig,
+    "embedder": EmbedderConfig,
+    "clustering": ClusteringConfig,
+    "tree": TreeConfig,
+    "llm": LLMConfig,
+    "extraction": ExtractionConfig,
+    "relatedness": RelatednessConfig,
+    "graph": GraphConfig,
+}
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Everything ``sirerag build`` needs; ``seed`` threads into UMAP and the mixtures."""
+
+    trees: tuple[str, ...] = ("similarity", "relatedness")
+    seed: int = 224
+    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    clustering: ClusteringConfig = field(default_factory=ClusteringConfig)
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
+    relatedness: RelatednessConfig = field(default_factory=RelatednessConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
+
+    def validate(self) -> "BuildConfig":
+        """Check every section; returns ``self`` so calls can be chained."""
+        check(isinstance(self.trees, tuple) and all(t in TREE_CHOICES for t in self.trees)
+              and len(set(self.trees)) == len(self.trees), "trees", self.trees,
+              f"a tuple of distinct values from {TREE_CHOICES} (empty for leaves only)")
+        check(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "a non-negative integer")
+        for name in _SECTIONS:
+            getattr(self, name).validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"trees": list(self.trees), "seed": self.seed}
+        for name in _SECTIONS:
+            section = getattr(self, name)
+            out[name] = {f.name: getattr(section, f.name) for f in fields(section)}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> "BuildConfig":
+        """Build from a nested mapping (a parsed TOML file); unknown keys are errors."""
+        allowed = {"trees", "seed", *_SECTIONS}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ConfigError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+        kwargs: dict[str, Any] = {}
+        if "trees" in data:
+            trees = data["trees"]
+            kwargs["trees"] = tuple(trees) if isinstance(trees, (list, tuple)) else trees
+        if "seed" in data:
+            kwargs["seed"] = data["seed"]
+        for name, section_cls in _SECTIONS.items():
+            if name in data:
+                kwargs[name] = _section(section_cls, data[name], f"{source}: [{name}]")
+        return cls(**kwargs)
+
+    def with_overrides(self, **sections: Mapping[str, Any]) -> "BuildConfig":
+        """Return a copy with fields of named sections replaced (``trees``/``seed`` as plain values)."""
+        changes: dict[str, Any] = {}
+        for name, values in sections.items():
+            if name in ("trees", "seed"):
+                changes[name] = values
+            elif name in _SECTIONS:
+                current = getattr(self, name)
+                _section(type(current), values, f"[{name}]")  # rejects unknown fields
+                changes[name] = replace(current, **dict(values))
+            else:
+                raise ConfigError(f"unknown config section {name!r}; allowed: {sorted(_SECTIONS)}")
+        return replace(self, **changes)
+
+
+def _section(section_cls: type, values: Any, where: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where} must be a table of settings, got {values!r}")
+    names = {f.name for f in fields(section_cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) {unknown}; allowed: {sorted(names)}")
+    return section_cls(**dict(values))
+
+
+def load_config(path: str | Path) -> BuildConfig:
+    """Read a TOML build configuration; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return BuildConfig.from_dict(data, source=str(path))

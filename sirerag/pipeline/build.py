@@ -1,0 +1,191 @@
+"""The index build: compose the stages and write the index directory.
+
+corpus -> chunks -> leaf embeddings -> similarity tree -> (extraction ->
+relatedness tree) -> pool -> (entity graph) -> index directory.
+
+Every model call goes through the on-disk caches under ``cache_dir`` (by default
+``<out>/cache``), so a killed build resumes and pays only for what is missing.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from sirerag.config import BuildConfig
+from sirerag.io import write_manifest
+from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_pool, save_records
+from sirerag.trees.base import TreeResult
+from sirerag.types import Chunk, Document, Node, Pool
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BuildReport:
+    """What a build did: counts, timings (seconds) and the components it used."""
+
+    out: Path
+    counts: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    components: dict[str, Any] = field(default_factory=dict)
+
+
+class _Timer:
+    def __init__(self, report: BuildReport, name: str) -> None:
+        self.report, self.name = report, name
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+        logger.info("stage %s ...", self.name)
+
+    def __exit__(self, *exc: object) -> None:
+        self.report.timings[self.name] = round(time.perf_counter() - self.start, 3)
+
+
+def leaves_from_chunks(chunks: Sequence[Chunk], embeddings: np.ndarray) -> TreeResult:
+    """Level-0 nodes of the similarity tree: one leaf per chunk (its id is the chunk id)."""
+    nodes = tuple(
+        Node(id=c.id, text=c.text, kind="leaf", tree="similarity", level=0, passages=(c.doc_id,))
+        for c in chunks
+    )
+    return TreeResult(nodes=nodes, embeddings=embeddings)
+
+
+def make_summarizer(config: BuildConfig, llm: Any | None):  # noqa: ANN201 - a Summarizer
+    """The LLM summariser when an LLM is configured, else the offline extractive one."""
+    if llm is not None:
+        from sirerag.trees.llm_summarizer import LLMSummarizer
+
+        return LLMSummarizer(llm, max_tokens=config.tree.summary_max_tokens)
+    from sirerag.trees.extractive import ExtractiveSummarizer
+
+    return ExtractiveSummarizer(max_tokens=config.tree.summary_max_tokens)
+
+
+def build_index(
+    corpus: str | Path | Sequence[Document],
+    out: str | Path,
+    config: BuildConfig | None = None,
+    *,
+    cache_dir: str | Path | None = None,
+    show_progress: bool = True,
+) -> BuildReport:
+    """Build an index directory from a corpus.
+
+    Args:
+        corpus: a corpus path (``.jsonl``, ``.json`` or a folder of ``.txt``/``.md``)
+            or already-loaded documents.
+        out: the index directory to write (created if missing).
+        config: build settings; validated before any work starts.
+        cache_dir: where LLM and embedding calls are cached (default ``<out>/cache``).
+        show_progress: show progress bars on long stages.
+
+    Returns:
+        A :class:`BuildReport` with counts and stage timings.
+
+    Raises:
+        ConfigError: a setting is invalid (nothing is computed).
+        InputError: the corpus is invalid (the message names file and line).
+    """
+    from sirerag.chunking import chunk_documents
+    from sirerag.embedding import load_embedder
+    from sirerag.io.corpus import load_corpus
+
+    config = (config or BuildConfig()).validate()
+    out = Path(out)
+    cache = Path(cache_dir) if cache_dir is not None else out / "cache"
+    report = BuildReport(out=out)
+
+    with _Timer(report, "load"):
+        documents = list(corpus) if not isinstance(corpus, (str, Path)) else load_corpus(corpus)
+        chunks = chunk_documents(documents, config.chunking)
+    out.mkdir(parents=True, exist_ok=True)
+    save_records(out, DOCUMENTS, documents)
+    save_records(out, CHUNKS, chunks)
+    report.counts.update(documents=len(documents), chunks=len(chunks))
+
+    embedder = load_embedder(config.embedder.spec, batch_size=config.embedder.batch_size,
+                             cache_dir=cache / "embeddings", show_progress=show_progress)
+    llm = _load_llm(config, cache)
+    summarizer = make_summarizer(config, llm)
+    report.components.update(embedder={"spec": embedder.spec, "dim": embedder.dim},
+                             summarizer=summarizer.spec, llm=llm.spec if llm is not None else None)
+
+    with _Timer(report, "embed_leaves"):
+        leaf_embeddings = embedder.encode_documents([c.text for c in chunks])
+    trees: list[TreeResult] = []
+    if "similarity" in config.trees:
+        from sirerag.trees.similarity import build_similarity_tree
+
+        with _Timer(report, "similarity_tree"):
+            tree = build_similarity_tree(
+                chunks, leaf_embeddings, embedder=embedder, summarizer=summarizer,
+                clustering=config.clustering, tree=config.tree, random_state=config.seed,
+            )
+        trees.append(tree)
+        report.counts["similarity_tree"] = tree.stats
+    else:
+        trees.append(leaves_from_chunks(chunks, leaf_embeddings))
+
+    propositions: list = []
+    if "relatedness" in config.trees or config.graph.enabled:
+        from sirerag.extraction import extract
+
+        with _Timer(report, "extraction"):
+            extraction = extract(chunks, documents, config=config.extraction,
+                                 llm=_load_llm(config, cache, extraction=True), out=out)
+        propositions = list(extraction.propositions)
+        save_records(out, PROPOSITIONS, propositions)
+        report.counts["extraction"] = extraction.stats
+        report.components["extractor"] = extraction.spec
+    if "relatedness" in config.trees:
+        from sirerag.trees.relatedness import build_relatedness_tree
+
+        with _Timer(report, "relatedness_tree"):
+            rtree = build_relatedness_tree(
+                propositions, embedder=embedder, summarizer=summarizer, clustering=config.clustering,
+                tree=config.tree, relatedness=config.relatedness, random_state=config.seed,
+            )
+        trees.append(rtree)
+        report.counts["relatedness_tree"] = rtree.stats
+
+    pool: Pool = flatten(trees)
+    save_pool(out, pool)
+    report.counts["pool"] = _pool_counts(pool)
+    components: dict[str, Any] = {"pool": {"type": "pool", "entries": "entries.jsonl",
+                                           "embeddings": "embeddings.npy"}}
+    if config.graph.enabled:
+        from sirerag.graph.store import build_and_save_graph
+
+        with _Timer(report, "graph"):
+            components["graph"] = build_and_save_graph(out, documents, propositions, embedder=embedder,
+                                                       config=config.graph)
+    write_manifest(out, config=config.to_dict(), corpus={"documents": len(documents)},
+                   components=components, **report.components, counts=report.counts,
+                   timings=report.timings)
+    logger.info("index written to %s (%d pool entries)", out, len(pool))
+    return report
+
+
+def _load_llm(config: BuildConfig, cache: Path, *, extraction: bool = False):  # noqa: ANN202
+    spec = (config.extraction.llm or config.llm.spec) if extraction else config.llm.spec
+    if extraction and config.extraction.extractor != "llm":
+        return None
+    if not spec:
+        return None
+    from sirerag.llm.factory import load_llm
+
+    return load_llm(spec, config=config.llm, cache_dir=cache / "llm")
+
+
+def _pool_counts(pool: Pool) -> dict[str, Any]:
+    by: dict[str, int] = {}
+    for e in pool.entries:
+        key = f"{e.tree}/{e.kind}/level{e.level}"
+        by[key] = by.get(key, 0) + 1
+    return {"entries": len(pool), "by_tree_kind_level": dict(sorted(by.items()))}

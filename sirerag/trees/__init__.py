@@ -1,0 +1,1 @@
+"""Trees: the similarity tree (RAPTOR) and the relatedness tree (proposition aggregates)."""

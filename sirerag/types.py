@@ -1,0 +1,173 @@
+"""Typed records passed between stages.
+
+Every record is a frozen dataclass whose ``id`` is a content hash, so that
+rebuilding from the same input gives the same ids and only what is missing is
+recomputed. Records serialise to plain JSON dicts with :meth:`to_dict` and back
+with ``from_dict``; nothing here is pickled.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+_WS = re.compile(r"\s+")
+
+Kind = Literal["leaf", "summary", "aggregate", "proposition"]
+Tree = Literal["similarity", "relatedness"]
+KINDS: tuple[str, ...] = ("leaf", "summary", "aggregate", "proposition")
+TREES: tuple[str, ...] = ("similarity", "relatedness")
+
+
+def collapse_ws(text: str) -> str:
+    """Collapse runs of white space to one space and strip the ends."""
+    return _WS.sub(" ", text).strip()
+
+
+def content_id(prefix: str, *parts: str, length: int = 16) -> str:
+    """``prefix + sha1("\\n".join(parts))[:length]``: a stable id derived from content."""
+    digest = hashlib.sha1("\n".join(parts).encode("utf-8")).hexdigest()
+    return prefix + digest[:length]
+
+
+def document_id(title: str, text: str) -> str:
+    """The id scheme of ``shared/bench`` corpora: ``"p" + sha1(title + "\\n" + text)[:16]``
+    after white space is collapsed in both."""
+    return content_id("p", collapse_ws(title), collapse_ws(text))
+
+
+def _from_dict(cls: type, data: Mapping[str, Any]) -> Any:
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}; allowed: {sorted(names)}")
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return cls(**kwargs)
+
+
+class _Record:
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)  # type: ignore[call-overload]
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):  # noqa: ANN206
+        return _from_dict(cls, data)
+
+
+@dataclass(frozen=True)
+class Document(_Record):
+    """One input document (a benchmark passage, a file, a JSON row)."""
+
+    id: str
+    text: str
+    title: str = ""
+
+    @property
+    def content(self) -> str:
+        """Title and text as one string (the title on its own first line when present)."""
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+@dataclass(frozen=True)
+class Chunk(_Record):
+    """A piece of one document; ``index`` is its position in the document."""
+
+    id: str
+    doc_id: str
+    index: int
+    text: str
+    n_tokens: int
+
+    @staticmethod
+    def make_id(doc_id: str, index: int, text: str) -> str:
+        return content_id("c", doc_id, str(index), text)
+
+
+@dataclass(frozen=True)
+class Proposition(_Record):
+    """An atomic fact extracted from a chunk, with its (normalised) entities."""
+
+    id: str
+    text: str
+    entities: tuple[str, ...]
+    chunk_id: str
+    doc_id: str
+    index: int  # order of the proposition within its chunk
+
+    @staticmethod
+    def make_id(chunk_id: str, index: int, text: str) -> str:
+        return content_id("f", chunk_id, str(index), text)
+
+
+@dataclass(frozen=True)
+class Node(_Record):
+    """A node of a tree, and an entry of the retrieval pool.
+
+    Attributes:
+        id: content hash.
+        text: what a retriever indexes and a reader reads.
+        kind: ``leaf`` (a chunk), ``summary``, ``aggregate`` (propositions sharing an
+            entity) or ``proposition`` (only in ablations that put them in the pool).
+        tree: ``similarity`` or ``relatedness``.
+        level: 0 for leaves and aggregates, 1.. for summaries above them.
+        children: ids of the nodes one level down (empty at level 0).
+        passages: ids of the source documents under this node, in corpus order.
+        entity: for aggregates, the normalised entity shared by its propositions.
+        propositions: for aggregates, the proposition ids concatenated, in order.
+    """
+
+    id: str
+    text: str
+    kind: str
+    tree: str
+    level: int
+    children: tuple[str, ...] = ()
+    passages: tuple[str, ...] = ()
+    entity: str | None = None
+    propositions: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"Node.kind must be one of {KINDS}, got {self.kind!r}")
+        if self.tree not in TREES:
+            raise ValueError(f"Node.tree must be one of {TREES}, got {self.tree!r}")
+
+    @staticmethod
+    def make_id(kind: str, tree: str, level: int, text: str, children: Sequence[str] = ()) -> str:
+        return content_id(kind[0], tree, str(level), text, ",".join(children))
+
+
+@dataclass(frozen=True, eq=False)
+class Pool:
+    """The flattened retrieval pool: every node of every tree, with one embedding row each.
+
+    ``embeddings[i]`` belongs to ``entries[i]``; rows are L2-normalised float32.
+    """
+
+    entries: tuple[Node, ...]
+    embeddings: np.ndarray
+    _positions: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.entries):
+            raise ValueError(
+                f"Pool.embeddings must have shape (n_entries={len(self.entries)}, dim), "
+                f"got {self.embeddings.shape}"
+            )
+        self._positions.update({e.id: i for i, e in enumerate(self.entries)})
+        if len(self._positions) != len(self.entries):
+            raise ValueError("Pool.entries contain duplicate ids")
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def position(self, entry_id: str) -> int:
+        """Row of ``entry_id`` in ``entries`` and ``embeddings``."""
+        return self._positions[entry_id]
+
+    def get(self, entry_id: str) -> Node:
+        return self.entries[self._positions[entry_id]]
