@@ -20,7 +20,7 @@ from sirerag.config import BuildConfig
 from sirerag.io import write_manifest
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_pool, save_records
 from sirerag.trees.base import TreeResult
-from sirerag.types import Chunk, Document, Node, Pool
+from sirerag.types import Document, Pool
 
 logger = logging.getLogger(__name__)
 
@@ -45,15 +45,6 @@ class _Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.report.timings[self.name] = round(time.perf_counter() - self.start, 3)
-
-
-def leaves_from_chunks(chunks: Sequence[Chunk], embeddings: np.ndarray) -> TreeResult:
-    """Level-0 nodes of the similarity tree: one leaf per chunk (its id is the chunk id)."""
-    nodes = tuple(
-        Node(id=c.id, text=c.text, kind="leaf", tree="similarity", level=0, passages=(c.doc_id,))
-        for c in chunks
-    )
-    return TreeResult(nodes=nodes, embeddings=embeddings)
 
 
 def make_summarizer(config: BuildConfig, llm: Any | None):  # noqa: ANN201 - a Summarizer
@@ -95,6 +86,7 @@ def build_index(
     from sirerag.chunking import chunk_documents
     from sirerag.embedding import load_embedder
     from sirerag.io.corpus import load_corpus
+    from sirerag.trees.similarity import build_similarity_tree, leaves_from_chunks
 
     config = (config or BuildConfig()).validate()
     out = Path(out)
@@ -120,8 +112,6 @@ def build_index(
         leaf_embeddings = embedder.encode_documents([c.text for c in chunks])
     trees: list[TreeResult] = []
     if "similarity" in config.trees:
-        from sirerag.trees.similarity import build_similarity_tree
-
         with _Timer(report, "similarity_tree"):
             tree = build_similarity_tree(
                 chunks, leaf_embeddings, embedder=embedder, summarizer=summarizer,
