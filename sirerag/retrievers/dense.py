@@ -1,0 +1,82 @@
+"""Dense retrieval: exact cosine similarity over the pool's embeddings (numpy)."""
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+from sirerag.retrievers.base import Hit
+
+logger = logging.getLogger(__name__)
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest scores, best first; ties broken by lower index."""
+    k = min(k, scores.shape[0])
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
+    return part[np.lexsort((part, -scores[part]))]
+
+
+class DenseRetriever:
+    """Exact inner product of L2-normalised embeddings (cosine similarity).
+
+    Args:
+        embedder: the embedder the pool was built with (queries go through
+            ``encode_queries``).
+        ids: pool entry ids, row ``i`` of ``embeddings`` belonging to ``ids[i]``.
+        embeddings: ``(n, dim)`` float32, L2-normalised.
+    """
+
+    name = "dense"
+
+    def __init__(self, embedder: Any, ids: Sequence[str], embeddings: np.ndarray) -> None:
+        if embeddings.shape[0] != len(ids):
+            raise ValueError(f"embeddings has {embeddings.shape[0]} rows for {len(ids)} ids")
+        if embedder.dim != embeddings.shape[1]:
+            raise ValueError(
+                f"the query embedder {embedder.spec} has dim {embedder.dim} but the pool embeddings have "
+                f"dim {embeddings.shape[1]}: search with the embedder the index was built with"
+            )
+        self.embedder = embedder
+        self.ids = list(ids)
+        self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Cosine scores ``(n_queries, n_entries)``."""
+        return self.embedder.encode_queries(list(queries)) @ self.embeddings.T
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        results: list[list[Hit]] = []
+        if not len(queries):
+            return results
+        all_scores = self.scores(queries)
+        for row in all_scores:
+            order = top_k(row, k)
+            results.append([Hit(self.ids[i], float(row[i])) for i in order])
+        return results
+
+
+def index_embedder(index: Any, embedder: Any | None = None) -> Any:
+    """The embedder recorded in an index's manifest (or ``embedder`` when given)."""
+    if embedder is not None:
+        return embedder
+    from sirerag.embedding import load_embedder
+
+    spec = index.manifest.get("embedder", {}).get("spec")
+    if not spec:
+        from sirerag.errors import IndexFormatError
+
+        raise IndexFormatError(f"{index.path}: manifest names no embedder; pass one explicitly")
+    return load_embedder(spec, show_progress=False)
+
+
+def load(index: Any, *, embedder: Any | None = None, **_: Any) -> DenseRetriever:
+    """Dense retriever over a loaded index (see :func:`sirerag.retrievers.load_retriever`)."""
+    embedder = index_embedder(index, embedder)
+    return DenseRetriever(embedder, [e.id for e in index.pool.entries], index.pool.embeddings)

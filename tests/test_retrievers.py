@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sirerag.errors import ConfigError
+from sirerag.retrievers import load_retriever
+from sirerag.retrievers.bm25 import BM25Retriever, tokenize
+from sirerag.retrievers.dense import DenseRetriever, top_k
+
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench"
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def _passages(n: int = 300) -> list[dict]:
+    with open(DATA / "corpus.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for _, line in zip(range(n), fh)]
+
+
+def test_bm25s_scores_match_rank_bm25_reference():
+    """bm25s' Robertson variant equals rank-bm25's BM25Okapi up to the constant (k1 + 1)
+    factor bm25s leaves out, wherever idf is positive (rank-bm25 floors negative idf)."""
+    from rank_bm25 import BM25Okapi
+
+    rows = _passages()
+    texts = [r["title"] + "\n" + r["text"] for r in rows]
+    k1, b = 1.5, 0.75
+    ours = BM25Retriever([r["id"] for r in rows], texts, k1=k1, b=b, method="robertson")
+    reference = BM25Okapi([tokenize(t, ours.stopwords) for t in texts], k1=k1, b=b)
+    n_docs = len(texts)
+    for query in ["Who founded the Hudson's Bay Company?", "population of the Netherlands in 1600",
+                  "Tony Award for Best Actress in a Musical", "river delta city port"]:
+        tokens = [t for t in tokenize(query, ours.stopwords) if t in ours.vocab]
+        # keep query terms whose idf is positive in both (document frequency below half)
+        df = {t: sum(t in set(tokenize(x, ours.stopwords)) for x in texts) for t in tokens}
+        kept = " ".join(t for t in tokens if df[t] < n_docs / 2)
+        expected = reference.get_scores(tokenize(kept, ours.stopwords))
+        np.testing.assert_allclose(ours.scores(kept) * (k1 + 1), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_bm25_ranks_the_passage_with_rare_terms_first():
+    rows = _passages()
+    ours = BM25Retriever([r["id"] for r in rows], [r["title"] + "\n" + r["text"] for r in rows])
+    target = rows[17]
+    hits = ours.search(target["title"] + " " + " ".join(target["text"].split()[:25]), k=5)
+    assert hits[0].entry_id == target["id"]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert ours.search("zzzqqq xyzzy", k=5) == []
+
+
+def test_top_k_orders_and_breaks_ties_by_position():
+    scores = np.array([0.1, 0.9, 0.5, 0.9, 0.3], dtype=np.float32)
+    assert top_k(scores, 3).tolist() == [1, 3, 2]
+    assert top_k(scores, 10).tolist() == [1, 3, 2, 4, 0]
+    assert top_k(scores, 0).tolist() == []
+
+
+class _FixedEmbedder:
+    """A real (if trivial) embedder: bag of letters, for retriever mechanics."""
+
+    spec = "test:letters"
+    dim = 26
+
+    def _encode(self, texts):
+        out = np.zeros((len(texts), 26), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for ch in t.lower():
+                if "a" <= ch <= "z":
+                    out[i, ord(ch) - 97] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+    encode_queries = encode_documents = _encode
+
+
+def test_dense_retriever_exact_cosine():
+    emb = _FixedEmbedder()
+    texts = ["aaaa", "abab", "zzzz", "abcz"]
+    dense = DenseRetriever(emb, ["a", "b", "c", "d"], emb.encode_documents(texts))
+    hits = dense.search("aaab", k=3)
+    expected = emb.encode_documents(texts) @ emb.encode_queries(["aaab"])[0]
+    assert [h.entry_id for h in hits] == ["a", "b", "d"]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1][:3], rtol=1e-6)
+    assert [[h.entry_id for h in r] for r in dense.search_many(["zz", "bb"], k=1)] == [["c"], ["b"]]
+    with pytest.raises(ValueError, match="dim 26 but the pool embeddings have dim 3"):
+        DenseRetriever(emb, ["a"], np.zeros((1, 3), dtype=np.float32))
+
+
+def test_unknown_retriever_lists_the_choices():
+    with pytest.raises(ConfigError, match=r"retriever must be one of \['bm25', 'colbert', 'dense', 'ppr'\]"):
+        load_retriever("splade", index=None)
