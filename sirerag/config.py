@@ -60,12 +60,14 @@ class EmbedderConfig:
 class ClusteringConfig:
     """RAPTOR's soft clustering: UMAP to ``reduction_dim`` dimensions, Gaussian mixtures
     with the count chosen by BIC (at most ``max_clusters``), membership at probability
-    > ``threshold``; clusters whose text exceeds ``max_cluster_tokens`` are re-clustered."""
+    > ``threshold``; clusters whose text exceeds ``max_cluster_tokens`` are re-clustered.
+    ``bic_search``: ``fast`` (coarse grid of k, then refine) or ``exhaustive`` (every k, as RAPTOR)."""
 
     reduction_dim: int = 10
     threshold: float = 0.1
     max_clusters: int = 50
     max_cluster_tokens: int = 3500
+    bic_search: str = "fast"
 
     def validate(self) -> None:
         check(isinstance(self.reduction_dim, int) and self.reduction_dim >= 2, "clustering.reduction_dim",
@@ -75,6 +77,8 @@ class ClusteringConfig:
               self.max_clusters, "an integer >= 1")
         check(isinstance(self.max_cluster_tokens, int) and self.max_cluster_tokens >= 64,
               "clustering.max_cluster_tokens", self.max_cluster_tokens, "an integer >= 64")
+        check(self.bic_search in ("fast", "exhaustive"), "clustering.bic_search", self.bic_search,
+              "one of 'fast', 'exhaustive'")
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,11 @@ class TreeConfig:
 class LLMConfig:
     """``spec`` is None for the offline algorithms, else e.g. ``openai:gpt-4o-mini``,
     ``openai:MODEL@http://127.0.0.1:8000/v1``, ``hf:/path/to/model``, ``hf:smollm2``.
-    Keys come from the environment variable named by ``api_key_env``, never from files."""
+    Keys come from the environment variable named by ``api_key_env``, never from files;
+    ``base_url_env`` names the variable read for a server URL when the spec gives none.
+    Retries (transient errors only) wait ``retry_base_delay * 2**attempt`` seconds with
+    jitter, at most ``retry_max_delay``. ``batch_size`` and ``device`` (``auto``, ``cpu``,
+    ``cuda``...) apply to local ``hf:`` models."""
 
     spec: str | None = None
     max_concurrency: int = 16
@@ -103,6 +111,11 @@ class LLMConfig:
     timeout: float = 120.0
     temperature: float = 0.0
     api_key_env: str = "OPENAI_API_KEY"
+    base_url_env: str = "OPENAI_BASE_URL"
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 60.0
+    batch_size: int = 8
+    device: str = "auto"
 
     def validate(self) -> None:
         check(isinstance(self.max_concurrency, int) and self.max_concurrency >= 1, "llm.max_concurrency",
@@ -111,6 +124,13 @@ class LLMConfig:
               self.max_retries, "an integer >= 0")
         check(float(self.timeout) > 0, "llm.timeout", self.timeout, "a positive number of seconds")
         check(0.0 <= float(self.temperature) <= 2.0, "llm.temperature", self.temperature, "a number in [0, 2]")
+        check(float(self.retry_base_delay) >= 0, "llm.retry_base_delay", self.retry_base_delay,
+              "a non-negative number of seconds")
+        check(float(self.retry_max_delay) >= float(self.retry_base_delay), "llm.retry_max_delay",
+              self.retry_max_delay, f"a number of seconds >= llm.retry_base_delay ({self.retry_base_delay})")
+        check(isinstance(self.batch_size, int) and self.batch_size >= 1, "llm.batch_size", self.batch_size,
+              "an integer >= 1")
+        check(bool(self.device), "llm.device", self.device, "'auto', 'cpu', 'cuda' or another torch device")
 
 
 @dataclass(frozen=True)
@@ -122,6 +142,13 @@ class ExtractionConfig:
     ``ner``: ``rules`` or ``spacy:MODEL`` for the offline extractor.
     ``llm``: a separate LLM spec for extraction (e.g. a fine-tuned adapter);
     None uses the build's LLM.
+    ``max_attempts``: extraction requests per chunk at most (retries ask more strictly).
+    ``rewrite_max_tokens`` / ``extract_max_tokens``: completion budgets (a rewrite gets
+    ``min(rewrite_max_tokens, 2 * chunk tokens + 64)``).
+    ``rewrite_min_overlap`` / ``rewrite_max_growth``: the drift guard; a rewrite keeping
+    fewer of the original's words, inventing more, or growing more is refused and the
+    original text is used.
+    ``ground_entities``: drop LLM entities (and facts) that do not occur in the source.
     """
 
     extractor: str = "offline"
@@ -129,14 +156,26 @@ class ExtractionConfig:
     rewrite: bool = True
     max_attempts: int = 2
     llm: str | None = None
+    rewrite_max_tokens: int = 512
+    extract_max_tokens: int = 1024
+    rewrite_min_overlap: float = 0.6
+    rewrite_max_growth: float = 2.0
+    ground_entities: bool = True
 
     def validate(self) -> None:
         check(self.extractor in ("offline", "llm"), "extraction.extractor", self.extractor,
               "one of 'offline', 'llm'")
-        check(self.ner == "rules" or self.ner.startswith("spacy:"), "extraction.ner", self.ner,
-              "'rules' or 'spacy:MODEL'")
+        check(self.ner == "rules" or (self.ner.startswith("spacy:") and len(self.ner) > 6), "extraction.ner",
+              self.ner, "'rules' or 'spacy:MODEL'")
         check(isinstance(self.max_attempts, int) and self.max_attempts >= 1, "extraction.max_attempts",
               self.max_attempts, "an integer >= 1")
+        for name in ("rewrite_max_tokens", "extract_max_tokens"):
+            value = getattr(self, name)
+            check(isinstance(value, int) and value >= 16, f"extraction.{name}", value, "an integer >= 16")
+        check(0.0 < float(self.rewrite_min_overlap) <= 1.0, "extraction.rewrite_min_overlap",
+              self.rewrite_min_overlap, "a fraction in (0, 1]")
+        check(float(self.rewrite_max_growth) >= 1.0, "extraction.rewrite_max_growth", self.rewrite_max_growth,
+              "a number >= 1")
 
 
 @dataclass(frozen=True)
@@ -160,17 +199,28 @@ class RelatednessConfig:
 
 @dataclass(frozen=True)
 class GraphConfig:
-    """The entity graph for the Personalized PageRank retriever (``--graph``)."""
+    """The entity graph for the Personalized PageRank retriever (``--graph``).
+
+    Synonym edges join entities with embedding cosine >= ``synonym_threshold``, at most
+    ``synonym_max_neighbors`` per entity. ``damping``, ``tol`` and ``max_iter`` are the
+    PageRank defaults recorded with the graph (a search may override them)."""
 
     enabled: bool = False
     synonym_threshold: float = 0.8
     synonym_max_neighbors: int = 100
+    damping: float = 0.5
+    tol: float = 1e-8
+    max_iter: int = 100
 
     def validate(self) -> None:
         check(0.0 < float(self.synonym_threshold) <= 1.0, "graph.synonym_threshold", self.synonym_threshold,
               "a cosine similarity in (0, 1]")
         check(isinstance(self.synonym_max_neighbors, int) and self.synonym_max_neighbors >= 0,
               "graph.synonym_max_neighbors", self.synonym_max_neighbors, "an integer >= 0")
+        check(0.0 <= float(self.damping) < 1.0, "graph.damping", self.damping, "a number in [0, 1)")
+        check(0.0 < float(self.tol) < 1.0, "graph.tol", self.tol, "a positive number below 1")
+        check(isinstance(self.max_iter, int) and self.max_iter >= 1, "graph.max_iter", self.max_iter,
+              "an integer >= 1")
 
 
 _SECTIONS: dict[str, type] = {

@@ -16,7 +16,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("build", help="build an index from a corpus",
                        description="Build a SiReRAG index directory (manifest.json + entries.jsonl + embeddings.npy).")
     p.add_argument("corpus", help=".jsonl of {id?, title?, text} rows, a .json list of them, or a folder of .txt/.md")
-    p.add_argument("--out", required=True, help="index directory to write")
+    p.add_argument("--out", help="index directory to write (required unless --dry-run)")
     p.add_argument("--config", help="TOML file with build settings (command-line options override it)")
     p.add_argument("--trees", help=TREE_HELP)
     p.add_argument("--chunking", choices=["tokens", "passage"], help="tokens: 100-token chunks; passage: one per document")
@@ -26,8 +26,13 @@ def register(sub: Any) -> None:
                                  "openai:MODEL@http://127.0.0.1:8000/v1; default: offline algorithms")
     p.add_argument("--extractor", choices=["offline", "llm"], help="proposition extractor (default offline)")
     p.add_argument("--extractor-llm", help="a separate LLM spec for extraction, e.g. hf:smollm2+adapter=DIR")
+    p.add_argument("--ner", help="entity tagger of the offline extractor: rules (default) or spacy:MODEL "
+                                 "(an installed spaCy pipeline or a pipeline folder; needs sirerag[spacy])")
     p.add_argument("--graph", action="store_true", help="also build the entity graph for --retriever ppr")
     p.add_argument("--cache", help="cache folder for model calls (default DIR/cache)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the LLM calls and tokens each stage would spend, calling no model")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="with --dry-run: also write the plan as JSON")
     add_common(p)
     p.set_defaults(func=run)
 
@@ -54,6 +59,8 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
     if args.extractor_llm:
         extraction["llm"] = args.extractor_llm
         extraction.setdefault("extractor", "llm")
+    if getattr(args, "ner", None):
+        extraction["ner"] = args.ner
     if extraction:
         overrides["extraction"] = extraction
     if args.graph:
@@ -62,9 +69,14 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
 
 
 def run(args: argparse.Namespace) -> int:
+    from sirerag.errors import ConfigError
     from sirerag.pipeline.build import build_index
 
     config = config_from_args(args)
+    if args.dry_run:
+        return _dry_run(args, config)
+    if not args.out:
+        raise ConfigError("--out is required (the index directory to write), unless --dry-run is given")
     report = build_index(Path(args.corpus), Path(args.out), config, cache_dir=args.cache,
                          show_progress=progress_enabled(args))
     summarizer = report.components.get("summarizer", "")
@@ -81,4 +93,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"  extractor: {report.components['extractor']}")
     print("  seconds: " + json.dumps(report.timings))
     sys.stdout.flush()
+    return 0
+
+
+def _dry_run(args: argparse.Namespace, config: Any) -> int:
+    from sirerag.io import write_json
+    from sirerag.pipeline.dryrun import dry_run, format_report
+
+    cache = args.cache or (Path(args.out) / "cache" if args.out else None)
+    report = dry_run(Path(args.corpus), config, cache_dir=cache, show_progress=progress_enabled(args))
+    print(format_report(report))
+    if args.json_out:
+        write_json(args.json_out, report.to_dict())
     return 0

@@ -18,6 +18,14 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, help="only the first N questions")
     p.add_argument("--depth", type=int, default=200, help="entries retrieved per question (default 200)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="also write the results as JSON to OUT")
+    p.add_argument("--reader", metavar="LLM_SPEC", help="also answer each question from the retrieved entries "
+                   "with this LLM (e.g. openai:gpt-4o) and report EM, F1 and TPQ")
+    p.add_argument("--top-k", type=int, default=20, help="entries the reader gets (default 20, as in SiReRAG)")
+    p.add_argument("--token-budget", type=int, help="instead of --top-k: entries in rank order up to this many tokens")
+    p.add_argument("--baseline", metavar="DIR", help="with --reader: a baseline index (e.g. RAPTOR only) read the "
+                   "same way, for TPER = (time/time_baseline) / (pool/pool_baseline)")
+    p.add_argument("--reader-cache", metavar="DIR", help="cache reader calls here (default: no cache, so TPQ "
+                   "measures the model)")
     add_common(p)
     p.set_defaults(func=run)
 
@@ -36,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
                                      show_progress=progress_enabled(args)))
     result["pool_entries"] = len(index.pool)
     print_table(result)
+    if args.reader:
+        result.update(_read(args, index, retriever, questions))
     if args.json_out:
         write_json(args.json_out, result)
     return 0
@@ -51,3 +61,34 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"  answer_recall over {result['answer_recall_questions']} questions "
           f"({result['yes_no_excluded']} yes/no left out)")
     print(f"  latency ms p50 {result['latency_ms_p50']}  p95 {result['latency_ms_p95']}")
+
+
+def _read(args: argparse.Namespace, index: Any, retriever: Any, questions: Any) -> dict[str, Any]:
+    """``--reader``: EM/F1/TPQ on this index, and TPER against ``--baseline``."""
+    from sirerag.config import LLMConfig
+    from sirerag.evaluation.qa import efficiency, evaluate_reader
+    from sirerag.llm.factory import load_llm
+    from sirerag.pool import load_index
+    from sirerag.retrievers import load_retriever
+
+    llm = load_llm(args.reader, config=LLMConfig(), cache_dir=args.reader_cache)
+    options = {"top_k": args.top_k, "token_budget": args.token_budget, "show_progress": progress_enabled(args)}
+    out: dict[str, Any] = {"qa": evaluate_reader(index, retriever, questions, llm, **options)}
+    _print_qa("reader", out["qa"])
+    if args.baseline:
+        base = load_index(args.baseline)
+        base_retriever = load_retriever(args.retriever, base, **retriever_options(args))
+        out["baseline_qa"] = evaluate_reader(base, base_retriever, questions, llm, **options)
+        out["baseline_qa"]["index"] = str(base.path)
+        out["efficiency"] = efficiency(out["qa"], out["baseline_qa"])
+        _print_qa("baseline", out["baseline_qa"])
+        print(f"  TPER vs baseline {out['efficiency']['tper']:.3f} (below 1: time grows slower than the pool)")
+    return out
+
+
+def _print_qa(label: str, qa: dict[str, Any]) -> None:
+    context = f"top {qa['top_k']} entries" if "top_k" in qa else f"{qa['token_budget']} tokens"
+    print(f"{label} {qa['reader']} ({context}, pool of {qa['pool_size']}): EM {qa['em']:.4f}  F1 {qa['f1']:.4f}  "
+          f"TPQ {qa['tpq']:.3f}s (retrieval {qa['retrieval_seconds']:.3f}s + reading {qa['reading_seconds']:.3f}s)")
+    if qa["n_failed"] or qa["n_cached"]:
+        print(f"  {qa['n_failed']} reader failures (scored 0); {qa['n_cached']} answers from the cache")

@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _configure_logging(quiet: bool, verbose: bool) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "numba", "sentence_transformers", "openai"):
+    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "numba", "sentence_transformers", "openai", "bm25s",
+                  "huggingface_hub", "transformers"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 

@@ -14,10 +14,13 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retriever", default="dense", help=RETRIEVER_HELP)
     p.add_argument("--linking", choices=["ner", "fact"], help="query linking for --retriever ppr (default fact)")
     p.add_argument("--checkpoint", help="ColBERT checkpoint (local path or name) for --retriever colbert")
+    p.add_argument("--fact-filter", metavar="LLM_SPEC",
+                   help="LLM that filters the retrieved facts of --linking fact (HippoRAG 2's recognition memory)")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: v for k, v in (("linking", args.linking), ("checkpoint", args.checkpoint)) if v is not None}
+    pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter))
+    return {k: v for k, v in pairs if v is not None}
 
 
 def register(sub: Any) -> None:

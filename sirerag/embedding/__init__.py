@@ -1,6 +1,66 @@
-"""Embedders: the protocol and its backends (sentence-transformers, OpenAI), with a disk cache."""
+"""Embedders: the protocol and its backends (sentence-transformers, OpenAI), with a disk cache.
+
+Choose one with :func:`load_embedder`::
+
+    embedder = load_embedder("minilm", cache_dir="cache/embeddings")
+    vectors = embedder.encode_documents(["some text", "more text"])  # (2, 384) float32, unit rows
+"""
 from __future__ import annotations
 
-from sirerag.embedding.base import Embedder
+from pathlib import Path
 
-__all__ = ["Embedder"]
+from sirerag.embedding.base import Embedder, l2_normalize
+from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
+from sirerag.errors import check
+
+__all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder"]
+
+SPEC_FORMS = "'minilm', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
+
+
+def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
+                  show_progress: bool = True) -> Embedder:
+    """Create the embedder named by ``spec``.
+
+    Args:
+        spec: ``minilm`` (all-MiniLM-L6-v2 shipped with the ``local`` extra, offline),
+            ``st:PATH_OR_NAME`` (any sentence-transformers model folder or hub name),
+            ``openai:MODEL`` or ``openai:MODEL@URL`` (key from ``OPENAI_API_KEY``;
+            MODEL defaults to ``text-embedding-3-small``).
+        batch_size: texts per forward pass or per API request.
+        cache_dir: if given, vectors are cached on disk there and only texts never seen
+            before are encoded; the returned :class:`CachedEmbedder` counts hits and misses.
+        show_progress: show progress bars while encoding.
+
+    Returns:
+        An :class:`Embedder` returning L2-normalised float32 arrays of shape ``(n, dim)``.
+
+    Raises:
+        ConfigError: ``spec`` or ``batch_size`` is invalid, or an API key is missing.
+        MissingExtraError: the backend's optional packages are not installed.
+        SireragError: the MiniLM weights fail their sha256 check.
+    """
+    check(isinstance(batch_size, int) and batch_size > 0, "batch_size", batch_size, "a positive integer")
+    check(isinstance(spec, str) and bool(spec.strip()), "embedder spec", spec, SPEC_FORMS)
+    backend, sep, rest = spec.strip().partition(":")
+    inner_progress = show_progress and cache_dir is None  # the cache shows its own bar
+    embedder: Embedder
+    if spec.strip() == "minilm":
+        from sirerag.embedding.sentence_transformers import load_minilm
+
+        embedder = load_minilm(batch_size=batch_size, show_progress=inner_progress)
+    elif backend == "st" and sep and rest.strip():
+        from sirerag.embedding.sentence_transformers import load_sentence_transformer
+
+        embedder = load_sentence_transformer(rest.strip(), batch_size=batch_size, show_progress=inner_progress)
+    elif backend == "openai":
+        from sirerag.embedding.openai import OpenAIEmbedder, parse_openai_spec
+
+        model, url = parse_openai_spec(rest)
+        embedder = OpenAIEmbedder(model, base_url=url, batch_size=batch_size, show_progress=inner_progress)
+    else:
+        check(False, "embedder spec", spec, SPEC_FORMS)
+    if cache_dir is None:
+        return embedder
+    return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
+                          show_progress=show_progress)

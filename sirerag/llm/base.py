@@ -7,7 +7,7 @@ backend is chosen by the caller and swapped without touching the stages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol, Sequence, overload, runtime_checkable
+from typing import Iterator, Literal, Protocol, Sequence, overload, runtime_checkable
 
 Role = Literal["system", "user", "assistant"]
 
@@ -86,3 +86,32 @@ class LLM(Protocol):
         returned as its :class:`LLMCallError` instead of raising, so one bad item never
         loses the others' results."""
         ...
+
+
+class StreamingLLM:
+    """Base class for backends that yield results as they finish.
+
+    A subclass implements :meth:`iter_complete`, yielding ``(position, result)`` pairs
+    in any order, where ``result`` is a :class:`Completion` or the
+    :class:`LLMCallError` of that item; ``complete`` and ``complete_many`` follow.
+    The call cache stores each result as soon as it is yielded.
+    """
+
+    spec: str
+
+    def iter_complete(self, requests: Sequence[LLMRequest]) -> Iterator[tuple[int, Completion | LLMCallError]]:
+        raise NotImplementedError
+
+    def complete(self, request: LLMRequest) -> Completion:
+        return self.complete_many([request])[0]  # type: ignore[return-value]
+
+    def complete_many(self, requests: Sequence[LLMRequest], *, return_exceptions: bool = False):  # noqa: ANN201
+        """Complete every request, in order (see :class:`LLM`)."""
+        results: list[Completion | LLMCallError | None] = [None] * len(requests)
+        for position, result in self.iter_complete(requests):
+            results[position] = result
+        if not return_exceptions:
+            for result in results:
+                if isinstance(result, LLMCallError):
+                    raise result
+        return results

@@ -105,7 +105,8 @@ def build_index(
                              cache_dir=cache / "embeddings", show_progress=show_progress)
     llm = _load_llm(config, cache)
     summarizer = make_summarizer(config, llm)
-    report.components.update(embedder={"spec": embedder.spec, "dim": embedder.dim},
+    report.components.update(embedder={"spec": embedder.spec, "load_spec": config.embedder.spec,
+                                       "dim": embedder.dim},
                              summarizer=summarizer.spec, llm=llm.spec if llm is not None else None)
 
     with _Timer(report, "embed_leaves"):

@@ -68,7 +68,8 @@ def index_embedder(index: Any, embedder: Any | None = None) -> Any:
         return embedder
     from sirerag.embedding import load_embedder
 
-    spec = index.manifest.get("embedder", {}).get("spec")
+    info = index.manifest.get("embedder", {})
+    spec = info.get("load_spec") or info.get("spec")
     if not spec:
         from sirerag.errors import IndexFormatError
 

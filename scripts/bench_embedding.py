@@ -1,0 +1,89 @@
+"""Measure embedding throughput (passages per second) and peak memory.
+
+Example::
+
+    python scripts/bench_embedding.py /work/shared/bench/2wikimultihopqa/corpus.jsonl \
+        --sample 2000 --batch-size 64
+
+Texts are the corpus passages as the build embeds them (``passage`` mode: the
+title line and the text); ``--mode tokens`` embeds 100-token chunks instead. The
+embedder is loaded and warmed up before the clock starts; no cache is used.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import sys
+import time
+
+from sirerag.chunking import chunk_documents
+from sirerag.config import ChunkingConfig
+from sirerag.embedding import load_embedder
+from sirerag.io.corpus import load_corpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("corpus", help="corpus file or folder (.jsonl, .json, folder of .txt/.md)")
+    parser.add_argument("--sample", type=int, default=2000, help="passages to embed (random sample; 0 = all)")
+    parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
+    parser.add_argument("--spec", default="minilm", help="embedder spec (default: minilm)")
+    parser.add_argument("--mode", choices=("passage", "tokens"), default="passage", help="chunking mode")
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs; the best is reported")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    args = parser.parse_args(argv)
+
+    documents = load_corpus(args.corpus)
+    if 0 < args.sample < len(documents):
+        documents = random.Random(args.seed).sample(documents, args.sample)
+    chunks = chunk_documents(documents, ChunkingConfig(mode=args.mode))
+    texts = [c.text for c in chunks]
+
+    start = time.perf_counter()
+    embedder = load_embedder(args.spec, batch_size=args.batch_size, show_progress=False)
+    load_s = time.perf_counter() - start
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    embedder.encode_documents(texts[: min(len(texts), 2 * args.batch_size)])  # warm-up
+
+    best, cpu = float("inf"), float("inf")
+    for _ in range(max(1, args.repeats)):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        vectors = embedder.encode_documents(texts)
+        if time.perf_counter() - start < best:
+            best, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+
+    threads = None
+    if "torch" in sys.modules:
+        threads = sys.modules["torch"].get_num_threads()
+    result = {
+        "spec": embedder.spec,
+        "corpus": str(args.corpus),
+        "mode": args.mode,
+        "texts": len(texts),
+        "mean_tokens_cl100k": round(sum(c.n_tokens for c in chunks) / max(1, len(chunks)), 1),
+        "batch_size": args.batch_size,
+        "torch_threads": threads,
+        "load_seconds": round(load_s, 2),
+        "encode_seconds": round(best, 2),
+        "passages_per_second": round(len(texts) / best, 1),
+        # CPU seconds of this process: robust to other jobs on the machine
+        "cpu_seconds": round(cpu, 2),
+        "passages_per_cpu_second": round(len(texts) / cpu, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "shape": list(vectors.shape),
+    }
+    print(f"{result['passages_per_second']} passages/s ({len(texts)} texts in {result['encode_seconds']} s "
+          f"wall, {result['cpu_seconds']} s CPU; batch {args.batch_size}, {threads} torch threads); "
+          f"peak RSS {result['peak_rss_mib']} MiB")
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

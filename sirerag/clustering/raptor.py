@@ -1,0 +1,159 @@
+"""RAPTOR's clustering: global then local UMAP + Gaussian-mixture soft clustering,
+and re-clustering of clusters over the token limit.
+
+Everything works on row indices into the input matrix, never on the vectors
+themselves, so duplicate rows are clustered like any other rows.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Sequence
+
+import numpy as np
+
+from sirerag.clustering.gmm import ClusterStats, best_mixture, soft_memberships
+from sirerag.clustering.reduce import umap_reduce
+from sirerag.config import ClusteringConfig
+from sirerag.errors import check
+
+logger = logging.getLogger(__name__)
+
+#: UMAP neighbourhood size inside a global cluster (RAPTOR's ``local_cluster_embeddings``).
+LOCAL_NEIGHBORS = 10
+
+
+def cluster(
+    embeddings: np.ndarray,
+    token_counts: Sequence[int],
+    *,
+    config: ClusteringConfig,
+    random_state: int,
+    stats: ClusterStats | None = None,
+) -> list[np.ndarray]:
+    """Soft-cluster the rows of ``embeddings`` as RAPTOR does.
+
+    1. Global: UMAP (cosine, ``n_neighbors = int(sqrt(n - 1))``) to
+       ``config.reduction_dim`` dimensions, a Gaussian mixture with k chosen by BIC
+       (at most ``config.max_clusters``), membership where probability >
+       ``config.threshold``.
+    2. Local: the same inside each global cluster, with UMAP's ``n_neighbors = 10``;
+       a global cluster of at most ``reduction_dim + 1`` rows stays whole.
+    3. A cluster of two or more rows whose ``token_counts`` sum to more than
+       ``config.max_cluster_tokens`` is clustered again from step 1. If that returns
+       the cluster unchanged (or it has too few rows to reduce), it is cut into
+       consecutive runs of rows that fit the limit, and a message is logged.
+
+    Differences from RAPTOR: a row above the threshold in no component joins its most
+    probable one (RAPTOR drops it); identical clusters are returned once; an input of
+    at most ``reduction_dim + 1`` (distinct) rows is one cluster (RAPTOR's tree stops there).
+
+    Args:
+        embeddings: ``(n, dim)`` matrix, one row per node.
+        token_counts: tokens of each node's text.
+        config: reduction dimension, threshold, maximum k, token limit, and
+            ``bic_search`` (``fast`` or ``exhaustive``, see :mod:`sirerag.clustering.gmm`).
+        random_state: seed of every UMAP and mixture fit; same input and seed give
+            the same clusters.
+        stats: if given, counters (fits, seconds, searches) are added to it.
+
+    Returns:
+        Clusters as sorted ``int64`` arrays of row indices, in a deterministic order;
+        every row is in at least one cluster. ``[]`` for ``n == 0``.
+
+    Raises:
+        ConfigError: ``config`` or the input shapes are invalid.
+    """
+    config.validate()
+    matrix = np.asarray(embeddings, dtype=np.float32)
+    check(matrix.ndim == 2, "embeddings", getattr(embeddings, "shape", None), "a 2-D array (n, dim)")
+    tokens = np.asarray(token_counts, dtype=np.int64)
+    check(tokens.shape == (len(matrix),), "token_counts", f"{len(tokens)} values",
+          f"one count per embedding row ({len(matrix)})")
+    check(bool(np.isfinite(matrix).all()), "embeddings", "non-finite values", "finite numbers")
+    if len(matrix) == 0:
+        return []
+    run = _Run(matrix, tokens, config, random_state, stats if stats is not None else ClusterStats())
+    clusters = run.bound_tokens(run.raptor_pass(np.arange(len(matrix))))
+    seen: set[bytes] = set()
+    unique = []
+    for c in clusters:
+        key = c.tobytes()
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
+
+
+class _Run:
+    """One call of :func:`cluster`: the shared inputs of its recursive steps."""
+
+    def __init__(self, matrix: np.ndarray, tokens: np.ndarray, config: ClusteringConfig, random_state: int,
+                 stats: ClusterStats) -> None:
+        self.matrix, self.tokens, self.config = matrix, tokens, config
+        self.random_state, self.stats = random_state, stats
+
+    def raptor_pass(self, rows: np.ndarray) -> list[np.ndarray]:
+        """Global then local clustering of ``rows`` (sorted); returns sorted row subsets."""
+        dim = self.config.reduction_dim
+        if len(rows) <= dim + 1 or len(np.unique(self.matrix[rows], axis=0)) <= dim + 1:
+            return [rows]  # too few (distinct) points to reduce to `dim` dimensions
+        reduced = self._reduce(rows, n_neighbors=int(math.sqrt(len(rows) - 1)))
+        out: list[np.ndarray] = []
+        for members in self._soft_clusters(reduced):
+            global_rows = rows[members]
+            if len(global_rows) <= dim + 1:
+                out.append(global_rows)
+                continue
+            local = self._reduce(global_rows, n_neighbors=min(LOCAL_NEIGHBORS, len(global_rows) - 1))
+            out.extend(global_rows[m] for m in self._soft_clusters(local))
+        return out
+
+    def bound_tokens(self, clusters: list[np.ndarray]) -> list[np.ndarray]:
+        """Re-cluster every cluster over the token limit until all fit (or are single rows)."""
+        limit = self.config.max_cluster_tokens
+        out: list[np.ndarray] = []
+        for rows in clusters:
+            if len(rows) == 1 or int(self.tokens[rows].sum()) <= limit:
+                out.append(rows)
+                continue
+            self.stats.reclustered += 1
+            parts = self.raptor_pass(rows)
+            if any(len(p) == len(rows) for p in parts):  # a part is the whole cluster: it never shrinks
+                self.stats.forced_splits += 1
+                parts = consecutive_runs(rows, self.tokens[rows], limit)
+                logger.info("a cluster of %d rows (%d tokens) did not split when re-clustered; cut it into "
+                            "%d runs of consecutive rows within %d tokens", len(rows),
+                            int(self.tokens[rows].sum()), len(parts), limit)
+                out.extend(parts)
+            else:
+                out.extend(self.bound_tokens(parts))
+        return out
+
+    def _reduce(self, rows: np.ndarray, *, n_neighbors: int) -> np.ndarray:
+        start = time.perf_counter()
+        reduced = umap_reduce(self.matrix[rows], n_neighbors=n_neighbors, dim=self.config.reduction_dim,
+                              random_state=self.random_state)
+        self.stats.umap_fits += 1
+        self.stats.seconds_umap += time.perf_counter() - start
+        return reduced
+
+    def _soft_clusters(self, reduced: np.ndarray) -> list[np.ndarray]:
+        model = best_mixture(reduced, self.config.max_clusters, self.random_state, search=self.config.bic_search,
+                             stats=self.stats)
+        return soft_memberships(model.predict_proba(reduced), self.config.threshold)
+
+
+def consecutive_runs(rows: np.ndarray, tokens: np.ndarray, limit: int) -> list[np.ndarray]:
+    """Cut ``rows`` (in order) into consecutive runs whose ``tokens`` sum to at most
+    ``limit``; a single row over the limit is a run of its own."""
+    out: list[np.ndarray] = []
+    start, total = 0, 0
+    for i, t in enumerate(tokens.tolist()):
+        if i > start and total + t > limit:
+            out.append(rows[start:i])
+            start, total = i, 0
+        total += t
+    out.append(rows[start:])
+    return out

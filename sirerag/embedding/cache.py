@@ -1,0 +1,186 @@
+"""An on-disk embedding cache and the embedder wrapper that uses it.
+
+Vectors live in one SQLite file (WAL mode, safe to share between threads and
+processes) keyed by ``(embedder spec, side, sha256 of the text)``, stored as
+float32 blobs. :class:`CachedEmbedder` looks every text up first and encodes only
+the missing ones, in blocks that are committed as they finish, so a killed run
+keeps everything encoded before it stopped.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from sirerag.embedding.base import Embedder, l2_normalize
+
+logger = logging.getLogger(__name__)
+
+CACHE_FILE = "embeddings.sqlite"
+SIDES = ("query", "document")
+_LOOKUP_BATCH = 500  # bound on SQL variables per query
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    spec TEXT NOT NULL,
+    side TEXT NOT NULL,
+    text_sha256 TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    PRIMARY KEY (spec, side, text_sha256)
+) WITHOUT ROWID
+"""
+
+
+def text_key(text: str) -> str:
+    """The cache key of a text: the hex sha256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Float32 vectors in SQLite, keyed by ``(spec, side, sha256(text))``.
+
+    Args:
+        directory: folder of the cache file (created if missing).
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.path = Path(directory) / CACHE_FILE
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+        with self._lock, self._conn:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(_SCHEMA)
+
+    def get(self, spec: str, side: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors found for ``keys`` (text sha256s); missing keys are absent."""
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), _LOOKUP_BATCH):
+                batch = list(keys[start:start + _LOOKUP_BATCH])
+                marks = ",".join("?" * len(batch))
+                rows = self._conn.execute(
+                    f"SELECT text_sha256, dim, vector FROM embeddings "
+                    f"WHERE spec = ? AND side = ? AND text_sha256 IN ({marks})",
+                    [spec, side, *batch],
+                )
+                for key, dim, blob in rows:
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if vector.shape != (dim,):
+                        logger.warning("%s: corrupt cache row for %s (%d bytes); re-encoding",
+                                       self.path, key, len(blob))
+                        continue
+                    found[key] = vector
+        return found
+
+    def put(self, spec: str, side: str, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Store one vector per key and commit."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        rows = [(spec, side, key, int(v.shape[0]), v.tobytes()) for key, v in zip(keys, vectors)]
+        with self._lock, self._conn:
+            self._conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+
+    def count(self, spec: str | None = None) -> int:
+        """Number of stored vectors (for one spec, or all)."""
+        with self._lock:
+            if spec is None:
+                return int(self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
+            return int(self._conn.execute("SELECT COUNT(*) FROM embeddings WHERE spec = ?",
+                                          (spec,)).fetchone()[0])
+
+    def summary(self) -> list[dict[str, object]]:
+        """Stored vectors per ``(spec, side)``: ``[{"spec", "side", "dim", "entries"}, ...]``."""
+        with self._lock:
+            rows = self._conn.execute("SELECT spec, side, dim, COUNT(*) FROM embeddings "
+                                      "GROUP BY spec, side, dim ORDER BY spec, side").fetchall()
+        return [{"spec": s, "side": side, "dim": int(d), "entries": int(n)} for s, side, d, n in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+@dataclass
+class CacheStats:
+    """Texts answered from the cache (``hits``) and texts encoded (``misses``),
+    counted per unique text and side since the embedder was created."""
+
+    hits: int = 0
+    misses: int = 0
+
+
+class CachedEmbedder:
+    """Wraps an embedder so that each ``(side, text)`` is encoded once, ever.
+
+    Args:
+        inner: the embedder that does the encoding.
+        cache: where vectors are stored.
+        block_size: texts encoded (and committed) per step; missing texts are sorted
+            by length first, so each block pads to similar lengths.
+        show_progress: show a progress bar over the texts to encode.
+    """
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache, *, block_size: int = 1024,
+                 show_progress: bool = True) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.block_size = block_size
+        self.show_progress = show_progress
+        self.stats = CacheStats()
+        self._stats_lock = threading.Lock()
+
+    @property
+    def spec(self) -> str:
+        return self.inner.spec
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, "query")
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, "document")
+
+    def _encode(self, texts: Sequence[str], side: str) -> np.ndarray:
+        keys = [text_key(t) for t in texts]
+        unique: dict[str, str] = dict(zip(keys, texts))
+        found = self.cache.get(self.spec, side, list(unique))
+        missing = sorted((k for k in unique if k not in found), key=lambda k: len(unique[k]))
+        with self._stats_lock:
+            self.stats.hits += len(unique) - len(missing)
+            self.stats.misses += len(missing)
+        if missing:
+            logger.debug("embedding cache: %d hit(s), %d to encode (%s, %s)",
+                         len(unique) - len(missing), len(missing), self.spec, side)
+            found.update(self._encode_missing([(k, unique[k]) for k in missing], side))
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return l2_normalize(np.vstack([found[k] for k in keys]))
+
+    def _encode_missing(self, items: list[tuple[str, str]], side: str) -> dict[str, np.ndarray]:
+        from tqdm.auto import tqdm
+
+        encode = self.inner.encode_queries if side == "query" else self.inner.encode_documents
+        out: dict[str, np.ndarray] = {}
+        with tqdm(total=len(items), desc=f"embedding {side}s", unit="text",
+                  disable=not self.show_progress) as bar:
+            for start in range(0, len(items), self.block_size):
+                block = items[start:start + self.block_size]
+                keys = [k for k, _ in block]
+                vectors = np.asarray(encode([t for _, t in block]), dtype=np.float32)
+                if vectors.shape[0] != len(block):
+                    raise RuntimeError(f"{self.spec} returned {vectors.shape[0]} vectors for {len(block)} texts")
+                self.cache.put(self.spec, side, keys, vectors)
+                out.update(zip(keys, vectors))
+                bar.update(len(block))
+        return out

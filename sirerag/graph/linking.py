@@ -1,0 +1,113 @@
+"""Query linking: from a query to the reset probabilities of Personalized PageRank.
+
+Two modes, as compared in HippoRAG 2 (section 3.3, appendix G.1):
+
+* ``ner`` (HippoRAG v1, "NER to node"): the entities found in the query are each
+  linked to their most similar entity node by embedding; a linked node gets the
+  weight ``1 / (number of passages containing it)`` (node specificity).
+* ``fact`` (HippoRAG 2, "query to triple"): the query embedding is scored against
+  every fact (proposition) embedding and the scores are min-max normalised; the
+  entities of the top facts get weight ``mean over those facts of (fact score /
+  number of passages containing the entity)`` and the ``top_entities`` strongest
+  are kept. An optional recognition filter removes irrelevant facts first.
+
+Either mode may add passage seeds: every passage node gets its min-max normalised
+dense score times ``passage_weight`` (HippoRAG 2: 0.05).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from sirerag.graph.build import EntityGraph
+
+
+@dataclass
+class Seeds:
+    """The linking result of one query.
+
+    Attributes:
+        entities: entity node -> reset weight (before normalisation).
+        facts: ``(fact index, normalised score)`` of the facts used, best first.
+        candidates: the facts considered before the recognition filter.
+        query_entities: for ``ner``: ``(query entity, linked node, cosine)``.
+    """
+
+    entities: dict[int, float] = field(default_factory=dict)
+    facts: list[tuple[int, float]] = field(default_factory=list)
+    candidates: list[tuple[int, float]] = field(default_factory=list)
+    query_entities: list[tuple[str, int, float]] = field(default_factory=list)
+
+
+def min_max(scores: np.ndarray) -> np.ndarray:
+    """Scale to [0, 1]; a constant vector maps to ones."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return scores
+    lo, hi = float(scores.min()), float(scores.max())
+    return np.ones_like(scores) if hi - lo <= 1e-12 else (scores - lo) / (hi - lo)
+
+
+def specificity(graph: EntityGraph, node: int) -> float:
+    """Node specificity ``1 / |passages of the entity|`` (1 for an entity in no passage)."""
+    return 1.0 / max(int(graph.entity_passages[node]), 1)
+
+
+def ner_seeds(graph: EntityGraph, query_entities: Sequence[str], entity_embeddings: np.ndarray) -> Seeds:
+    """Link each query entity to its most similar entity node (``ner`` mode).
+
+    Args:
+        graph: the entity graph with entity embeddings.
+        query_entities: normalised entities found in the query.
+        entity_embeddings: ``(len(query_entities), dim)`` L2-normalised rows, embedded
+            like the graph's entity names.
+    """
+    seeds = Seeds()
+    if not len(query_entities) or graph.n_entities == 0:
+        return seeds
+    sims = np.asarray(entity_embeddings, dtype=np.float32) @ graph.entity_embeddings.T
+    for name, row in zip(query_entities, sims):
+        node = int(np.argmax(row))
+        seeds.query_entities.append((name, node, float(row[node])))
+        seeds.entities[node] = specificity(graph, node)
+    return seeds
+
+
+def top_facts(graph: EntityGraph, query_embedding: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The ``k`` facts most similar to the query, with min-max normalised scores, best first."""
+    if not graph.facts or k <= 0:
+        return []
+    scores = min_max(graph.fact_embeddings @ np.asarray(query_embedding, dtype=np.float32))
+    k = min(k, scores.size)
+    part = np.argpartition(-scores, k - 1)[:k]
+    order = part[np.lexsort((part, -scores[part]))]
+    return [(int(i), float(scores[i])) for i in order]
+
+
+def fact_seeds(graph: EntityGraph, facts: Sequence[tuple[int, float]], top_entities: int = 5) -> Seeds:
+    """Entity seeds of the kept facts (``fact`` mode): each entity's weight is the mean
+    over the facts that mention it of ``fact score / passage count``; the
+    ``top_entities`` largest positive weights are kept (ties: lower node first)."""
+    sums: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for index, score in facts:
+        for node in graph.facts[index].entities:
+            sums[node] = sums.get(node, 0.0) + score * specificity(graph, node)
+            counts[node] = counts.get(node, 0) + 1
+    weights = {node: sums[node] / counts[node] for node in sums if sums[node] > 0}
+    best = sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[: max(top_entities, 0)]
+    return Seeds(entities=dict(best), facts=list(facts))
+
+
+def reset_vector(graph: EntityGraph, seeds: Seeds, passage_scores: np.ndarray | None,
+                 passage_weight: float) -> np.ndarray:
+    """The reset vector over all nodes: entity seeds plus ``passage_weight`` times the
+    min-max normalised dense passage scores (omitted when the weight is 0)."""
+    reset = np.zeros(graph.n_nodes, dtype=np.float64)
+    for node, weight in seeds.entities.items():
+        reset[node] += weight
+    if passage_weight > 0 and passage_scores is not None and len(graph.passages):
+        reset[graph.n_entities:] += passage_weight * min_max(passage_scores)
+    return reset

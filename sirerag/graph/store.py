@@ -1,0 +1,131 @@
+"""Saving and loading the entity graph in an index directory (``graph/``).
+
+Layout (nothing pickled)::
+
+    graph/graph.json              format version, settings, counts, embedder spec
+    graph/nodes.jsonl             one line per node: {"kind", "name", "passages"}
+    graph/adjacency_indptr.npy    CSR arrays of the symmetric weighted adjacency
+    graph/adjacency_indices.npy
+    graph/adjacency_data.npy
+    graph/facts.jsonl             propositions with their entity node indices
+    graph/entity_embeddings.npy   one row per entity node
+    graph/fact_embeddings.npy     one row per fact
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from sirerag.errors import IndexFormatError, InputError
+from sirerag.graph.build import EntityGraph, GraphFact, build_graph
+from sirerag.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
+from sirerag.types import Document, Proposition
+
+logger = logging.getLogger(__name__)
+
+GRAPH_DIR = "graph"
+GRAPH_FORMAT = 1
+_META = "graph.json"
+_NODES = "nodes.jsonl"
+_FACTS = "facts.jsonl"
+_CSR = ("indptr", "indices", "data")
+
+
+def save_graph(directory: str | Path, graph: EntityGraph, **meta: Any) -> dict[str, Any]:
+    """Write ``graph`` into ``directory`` (created if missing); returns the metadata written."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    adj = graph.adjacency.tocsr()
+    save_npy(directory / "adjacency_indptr.npy", adj.indptr.astype(np.int64))
+    save_npy(directory / "adjacency_indices.npy", adj.indices.astype(np.int64))
+    save_npy(directory / "adjacency_data.npy", adj.data.astype(np.float64))
+    save_npy(directory / "entity_embeddings.npy", graph.entity_embeddings.astype(np.float32))
+    save_npy(directory / "fact_embeddings.npy", graph.fact_embeddings.astype(np.float32))
+    nodes = [{"kind": "entity", "name": name, "passages": int(c)}
+             for name, c in zip(graph.entities, graph.entity_passages)]
+    nodes += [{"kind": "passage", "name": pid} for pid in graph.passages]
+    write_jsonl(directory / _NODES, nodes)
+    write_jsonl(directory / _FACTS, ({"id": f.id, "text": f.text, "passage": f.passage,
+                                      "entities": list(f.entities)} for f in graph.facts))
+    info = {"format": GRAPH_FORMAT, "stats": graph.stats, **meta}
+    write_json(directory / _META, info)  # last: its presence marks a complete graph
+    return info
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    try:
+        return list(read_jsonl(path))
+    except InputError as exc:
+        raise IndexFormatError(str(exc)) from exc
+
+
+def load_graph(directory: str | Path) -> tuple[EntityGraph, dict[str, Any]]:
+    """Read a graph written by :func:`save_graph`; returns ``(graph, metadata)``.
+
+    Raises:
+        IndexFormatError: a file is missing, of another format version, or inconsistent.
+    """
+    directory = Path(directory)
+    if not (directory / _META).is_file():
+        raise IndexFormatError(f"{directory} holds no entity graph ({_META} is missing); "
+                               "rebuild the index with --graph")
+    meta = read_json(directory / _META)
+    if meta.get("format") != GRAPH_FORMAT:
+        raise IndexFormatError(f"{directory / _META}: graph format {meta.get('format')!r} is not supported "
+                               f"(this version reads format {GRAPH_FORMAT}); rebuild the index")
+    nodes = _rows(directory / _NODES)
+    entities = [n["name"] for n in nodes if n["kind"] == "entity"]
+    passages = [n["name"] for n in nodes if n["kind"] == "passage"]
+    if [n["kind"] for n in nodes] != ["entity"] * len(entities) + ["passage"] * len(passages):
+        raise IndexFormatError(f"{directory / _NODES}: entity nodes must come before passage nodes")
+    counts = np.array([n.get("passages", 0) for n in nodes[: len(entities)]], dtype=np.int64)
+    n = len(nodes)
+    indptr, indices, data = (load_npy(directory / f"adjacency_{part}.npy") for part in _CSR)
+    if indptr.shape != (n + 1,) or indices.shape != data.shape or int(indptr[-1]) != indices.shape[0] \
+            or (indices.size and (indices.min() < 0 or indices.max() >= n)):
+        raise IndexFormatError(f"{directory}: adjacency arrays do not describe a {n}-node CSR matrix")
+    adjacency = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+    facts = tuple(GraphFact(id=r["id"], text=r["text"], passage=r["passage"], entities=tuple(r["entities"]))
+                  for r in _rows(directory / _FACTS))
+    ent_emb = load_npy(directory / "entity_embeddings.npy")
+    fact_emb = load_npy(directory / "fact_embeddings.npy")
+    if ent_emb.shape[0] != len(entities) or fact_emb.shape[0] != len(facts):
+        raise IndexFormatError(f"{directory}: embeddings have {ent_emb.shape[0]} entity and {fact_emb.shape[0]} "
+                               f"fact rows for {len(entities)} entities and {len(facts)} facts")
+    graph = EntityGraph(entities=tuple(entities), passages=tuple(passages), adjacency=adjacency,
+                        entity_passages=counts, facts=facts, entity_embeddings=ent_emb,
+                        fact_embeddings=fact_emb, stats=meta.get("stats", {}))
+    return graph, meta
+
+
+def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Sequence[Proposition], *,
+                         embedder: Any, config: Any) -> dict[str, Any]:
+    """Build the entity graph of an index and write it to ``<out>/graph``.
+
+    Args:
+        out: the index directory.
+        documents: the corpus; each document is a passage node.
+        propositions: the build's propositions (offline or LLM extractor alike).
+        embedder: the index embedder (entity and fact embeddings, synonym edges).
+        config: a :class:`sirerag.config.GraphConfig`.
+
+    Returns:
+        The component record for the manifest (``path``, ``type``, settings, counts, seconds).
+    """
+    start = time.perf_counter()
+    graph = build_graph([d.id for d in documents], propositions, embedder=embedder,
+                        synonym_threshold=config.synonym_threshold,
+                        synonym_max_neighbors=config.synonym_max_neighbors)
+    settings = {"synonym_threshold": config.synonym_threshold,
+                "synonym_max_neighbors": config.synonym_max_neighbors,
+                "damping": config.damping, "tol": config.tol, "max_iter": config.max_iter}
+    meta = save_graph(Path(out) / GRAPH_DIR, graph, embedder=getattr(embedder, "spec", None), settings=settings)
+    seconds = round(time.perf_counter() - start, 3)
+    logger.info("entity graph written to %s in %.1fs", Path(out) / GRAPH_DIR, seconds)
+    return {"type": "entity_graph", "path": GRAPH_DIR, "format": GRAPH_FORMAT, "embedder": meta["embedder"],
+            "settings": settings, "stats": graph.stats, "seconds": seconds}

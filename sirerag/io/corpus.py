@@ -1,0 +1,166 @@
+"""Loading a corpus into :class:`~sirerag.types.Document` records.
+
+Three formats are accepted:
+
+* a ``.jsonl`` file, one JSON object per line: ``{"id"?, "title"?, "text"}``
+  (the format of ``shared/bench/*/corpus.jsonl``; BEIR's ``_id`` is read as ``id``);
+* a ``.json`` file holding a list of such objects;
+* a folder of ``.txt`` / ``.md`` files (searched recursively, hidden entries
+  skipped, sorted by relative path); the title is the file stem.
+
+Ids are kept when given, otherwise derived with :func:`sirerag.types.document_id`
+(the bench id scheme). Order is kept. Other fields are ignored (listed once in
+the log). Every problem raises :class:`~sirerag.errors.InputError` naming the file
+and the line (``.jsonl``), the row index (``.json``) or the file path (folders).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from sirerag.errors import InputError
+from sirerag.io.files import read_json
+from sirerag.types import Document, collapse_ws, document_id
+
+logger = logging.getLogger(__name__)
+
+FIELDS = ("id", "title", "text")
+TEXT_SUFFIXES = (".txt", ".md")
+
+
+def load_corpus(path: str | Path) -> list[Document]:
+    """Read a corpus file or folder into documents, in corpus order.
+
+    Args:
+        path: a ``.jsonl`` file, a ``.json`` file (a list of objects) or a folder of
+            ``.txt``/``.md`` files.
+
+    Returns:
+        The documents; exact duplicates (same id, title and text) are kept once.
+
+    Raises:
+        InputError: missing path, unsupported extension, non-UTF-8 bytes, invalid
+            JSON, a row that is not an object or has no usable ``text``, a bad
+            ``id``/``title``, one id used for two different documents, or an empty
+            corpus. The message names the file and line, row index or file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        rows: Iterable[tuple[str, Any]] = _folder_rows(path)
+    elif not path.exists():
+        raise InputError(f"corpus not found: {path}")
+    elif path.suffix.lower() == ".jsonl":
+        rows = ((f"{path}:{lineno}", obj) for lineno, obj in _jsonl_rows(path))
+    elif path.suffix.lower() == ".json":
+        rows = _json_rows(path)
+    else:
+        raise InputError(
+            f"{path}: unsupported corpus format {path.suffix or '(no extension)'!r}; expected a .jsonl "
+            f"file, a .json file (a list of objects) or a folder of .txt/.md files"
+        )
+    documents = _collect(rows, path)
+    if not documents:
+        raise InputError(f"{path}: empty corpus (no documents)")
+    return documents
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` for each non-blank line (``read_jsonl`` with line numbers)."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+
+
+def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON list of objects with a 'text' field, "
+                         f"got a JSON {_json_type(data)}")
+    for i, obj in enumerate(data):
+        yield f"{path}: row index {i}", obj
+
+
+def _folder_rows(folder: Path) -> Iterator[tuple[str, Any]]:
+    files = sorted(
+        (p for p in folder.rglob("*")
+         if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+         and not any(part.startswith(".") for part in p.relative_to(folder).parts)),
+        key=lambda p: p.relative_to(folder).as_posix(),
+    )
+    if not files:
+        raise InputError(f"{folder}: empty corpus: no .txt or .md files in this folder")
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{file}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        yield str(file), {"title": file.stem, "text": text.strip()}
+
+
+def _collect(rows: Iterable[tuple[str, Any]], path: Path) -> list[Document]:
+    documents: list[Document] = []
+    first_seen: dict[str, tuple[str, Document]] = {}
+    ignored: set[str] = set()
+    duplicates: list[tuple[str, str]] = []
+    for where, obj in rows:
+        doc = _document(where, obj, ignored)
+        if doc.id in first_seen:
+            where_first, first = first_seen[doc.id]
+            if collapse_ws(first.text) != collapse_ws(doc.text) or collapse_ws(first.title) != collapse_ws(doc.title):
+                raise InputError(f"{where}: id {doc.id!r} is already used by a different document "
+                                 f"({where_first}); ids must be unique")
+            duplicates.append((where, where_first))
+            continue
+        first_seen[doc.id] = (where, doc)
+        documents.append(doc)
+    if duplicates:
+        where, where_first = duplicates[0]
+        logger.warning("%s: dropped %d exact duplicate document(s), e.g. %s repeats %s",
+                       path, len(duplicates), where, where_first)
+    if ignored:
+        logger.info("%s: ignored field(s) %s (only %s are read)", path, sorted(ignored), list(FIELDS))
+    return documents
+
+
+def _document(where: str, obj: Any, ignored: set[str]) -> Document:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a JSON object with a 'text' field, got a JSON {_json_type(obj)}")
+    if "text" not in obj:
+        raise InputError(f"{where}: row has no 'text' field (fields: {sorted(obj)})")
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise InputError(f"{where}: 'text' must be a string, got a JSON {_json_type(text)}")
+    if not text.strip():
+        raise InputError(f"{where}: 'text' is empty")
+    title = obj.get("title")
+    if title is None:
+        title = ""
+    elif not isinstance(title, str):
+        raise InputError(f"{where}: 'title' must be a string, got a JSON {_json_type(title)}")
+    key = "id" if "id" in obj else "_id" if "_id" in obj else None
+    if key is None or obj[key] is None:
+        doc_id = document_id(title, text)
+    else:
+        raw = obj[key]
+        if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw).strip():
+            raise InputError(f"{where}: '{key}' must be a non-empty string or an integer, got {raw!r}")
+        doc_id = str(raw)
+    ignored.update(k for k in obj if k not in FIELDS and k != key)
+    return Document(id=doc_id, text=text, title=title)
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+             float: "number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)

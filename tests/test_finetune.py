@@ -1,0 +1,236 @@
+"""Fast tests of the fine-tuning tools: metrics, configs, teacher-data files, scoring, CLI.
+
+The end-to-end loop with a real model is in ``test_finetune_loop.py``.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from finetune.config import LoRAConfig, OptimConfig, TrainConfig, bundled_configs, load_train_config
+from finetune.data import (
+    Example,
+    card_markdown,
+    extraction_example,
+    facts_target,
+    read_examples,
+    rewrite_example,
+    split_by_document,
+    write_dataset,
+)
+from finetune.evaluate import report_markdown, score_extraction, score_rewrites
+from finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
+from sirerag.errors import ConfigError, InputError
+from sirerag.extraction import Fact, parse_facts
+
+# ---------------------------------------------------------------- metrics
+
+
+def test_token_f1_hand_computed():
+    # pred {the, cat, sat}, ref {the, cat, ran, away}: 2 common; P=2/3, R=2/4 -> F1 = 4/7
+    assert token_f1("The cat sat.", "the cat ran away") == pytest.approx(4 / 7)
+    assert token_f1("", "") == 1.0
+    assert token_f1("a", "") == 0.0
+    assert token_f1("x y", "z") == 0.0
+
+
+def test_rouge_l_uses_order_unlike_token_f1():
+    # same bag of words, reversed order: token F1 is perfect, ROUGE-L is not
+    a, b = "alpha beta gamma delta", "delta gamma beta alpha"
+    assert token_f1(a, b) == 1.0
+    assert rouge_l(a, b) == pytest.approx(0.25)  # LCS = 1 of 4 tokens
+    # LCS of "a b c d e" and "a x c y e" is a c e -> P = R = 3/5
+    assert rouge_l("a b c d e", "a x c y e") == pytest.approx(0.6)
+
+
+def test_matching_is_one_to_one_and_optimal():
+    reference = ["Paris is the capital of France", "Berlin is the capital of Germany"]
+    # the first prediction is similar to both references; greedy by first prediction would
+    # take the best pair for it and could strand the second; the assignment must cover both
+    predicted = ["the capital of France and Germany", "Berlin is the capital of Germany"]
+    m = match_propositions(predicted, reference, threshold=0.3)
+    assert sorted((i, j) for i, j, _ in m.pairs) == [(0, 0), (1, 1)]
+    assert m.counts == PRF(2, 2, 2)
+    # a duplicate prediction can match only once
+    dup = match_propositions([reference[0], reference[0]], reference, threshold=0.9)
+    assert dup.counts == PRF(1, 2, 2)
+    assert dup.counts.precision == 0.5 and dup.counts.recall == 0.5
+
+
+def test_matching_threshold_and_errors():
+    m = match_propositions(["completely unrelated words"], ["Paris is in France"], threshold=0.5)
+    assert m.pairs == () and m.counts.f1 == 0.0
+    assert match_propositions([], ["x"]).counts == PRF(0, 0, 1)
+    with pytest.raises(ValueError, match="similarity must be one of"):
+        match_propositions(["a"], ["a"], similarity="bleu")
+    with pytest.raises(ValueError, match="threshold must be in"):
+        match_propositions(["a"], ["a"], threshold=0.0)
+
+
+def test_prf_micro_sums_and_edge_cases():
+    total = set_prf({"a", "b"}, {"a"}) + set_prf({"c"}, {"c", "d"})
+    assert total == PRF(2, 3, 3)
+    assert total.precision == pytest.approx(2 / 3) and total.f1 == pytest.approx(2 / 3)
+    assert PRF(0, 0, 0).precision == 1.0 and PRF(0, 0, 0).recall == 1.0
+    assert PRF(0, 0, 3).precision == 0.0 and PRF(0, 0, 3).f1 == 0.0
+
+
+# ---------------------------------------------------------------- configs
+
+
+def test_bundled_configs_load_and_follow_the_recipes():
+    assert bundled_configs() == ["mistral-7b-instruct-v0.3", "smollm2-135m-cpu"]
+    mistral = load_train_config("mistral-7b-instruct-v0.3").validate()
+    assert (mistral.lora.r, mistral.lora.alpha, mistral.lora.dropout) == (16, 32, 0.05)
+    assert set(mistral.lora.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                                "down_proj"}
+    assert mistral.optim.learning_rate == 2e-4 and mistral.optim.lr_scheduler == "cosine"
+    cpu = load_train_config("smollm2-135m-cpu").validate()
+    assert cpu.model.base == "smollm2" and cpu.model.dtype == "float32"
+
+
+def test_config_errors_name_parameter_and_value(tmp_path):
+    with pytest.raises(ConfigError, match=r"lora\.r must be an integer >= 1, got 0"):
+        TrainConfig(lora=LoRAConfig(r=0)).validate()
+    with pytest.raises(ConfigError, match=r"optim\.lr_scheduler must be one of"):
+        TrainConfig(optim=OptimConfig(lr_scheduler="wsd")).validate()
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[lora]\nrank = 8\n")
+    with pytest.raises(ConfigError, match=r"unknown setting\(s\) \['rank'\]"):
+        load_train_config(bad)
+    with pytest.raises(ConfigError, match="training config not found"):
+        load_train_config("no-such-config")
+    with pytest.raises(ConfigError, match="SECTION.KEY=VALUE"):
+        TrainConfig().with_overrides(["max_steps=3"])
+
+
+def test_overrides_parse_toml_values():
+    config = load_train_config("smollm2-135m-cpu").with_overrides(
+        ["optim.max_steps=7", "lora.target_modules=['q_proj', 'v_proj']", "model.base=/models/x", "lora.dropout=0.1"])
+    assert config.optim.max_steps == 7
+    assert config.lora.target_modules == ("q_proj", "v_proj")
+    assert config.model.base == "/models/x" and config.lora.dropout == 0.1
+    assert TrainConfig.from_dict(config.to_dict()) == config
+
+
+# ---------------------------------------------------------------- teacher data files
+
+
+FACTS = (Fact("Ada Lovelace was an English mathematician.", ("Ada Lovelace",)),
+         Fact("Ada Lovelace wrote an algorithm for the Analytical Engine in 1843.",
+              ("Ada Lovelace", "Analytical Engine", "1843")))
+
+
+def _examples(n_docs: int) -> list[Example]:
+    out = []
+    for d in range(n_docs):
+        out.append(extraction_example(f"paragraph {d}", FACTS, doc_id=f"d{d}", chunk_id=f"c{d}", max_tokens=64))
+        out.append(rewrite_example("prev", f"paragraph {d}", f"rewritten {d}", doc_id=f"d{d}", chunk_id=f"c{d}",
+                                   max_tokens=48))
+    return out
+
+
+def test_facts_target_round_trips_through_the_build_parser():
+    text = facts_target(FACTS)
+    assert text.startswith("```json\n{") and text.endswith("}\n```")
+    assert parse_facts(text).facts == FACTS
+
+
+def test_split_is_by_document_seeded_and_never_empty():
+    examples = _examples(10)
+    train, validation = split_by_document(examples, 0.2, seed=3)
+    assert {e.doc_id for e in train}.isdisjoint({e.doc_id for e in validation})
+    assert len({e.doc_id for e in validation}) == 2 and len(train) + len(validation) == len(examples)
+    assert split_by_document(examples, 0.2, seed=3) == (train, validation)
+    assert split_by_document(examples, 0.2, seed=4) != (train, validation)
+    # a small fraction of few documents still holds one out; one document stays in train
+    assert len({e.doc_id for e in split_by_document(_examples(3), 0.01, seed=0)[1]}) == 1
+    assert split_by_document(_examples(1), 0.5, seed=0)[1] == []
+
+
+def test_dataset_files_round_trip(tmp_path):
+    train, validation = split_by_document(_examples(4), 0.25, seed=1)
+    card = write_dataset(tmp_path, train, validation, extra={"teacher": "hf:test", "rejected": {"total": 0}})
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert all(set(r) == {"messages"} for r in rows)  # plain chat rows, readable by any chat trainer
+    assert rows[0]["messages"][-1]["role"] == "assistant"
+    assert read_examples(tmp_path / "train.jsonl") == train
+    assert read_examples(tmp_path / "validation.jsonl") == validation
+    assert card["examples"]["train"]["total"] == len(train)
+    assert "hf:test" in (tmp_path / "data_card.md").read_text()
+    (tmp_path / "validation.meta.jsonl").unlink()
+    with pytest.raises(InputError, match="validation.meta.jsonl is missing"):
+        read_examples(tmp_path / "validation.jsonl")
+
+
+def test_data_card_markdown_lists_rejections():
+    card = {"teacher": "t", "examples": {"train": {"total": 3, "by_task": {"extract": 3}, "documents": 2}},
+            "rejected": {"total": 2, "by_reason": {"extract: no JSON object or array in the output": 2}}}
+    md = card_markdown(card)
+    assert "2 × extract: no JSON object or array in the output" in md and "| train | 3 | 0 | 3 | 2 |" in md
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def test_score_extraction_perfect_partial_and_invalid():
+    example = extraction_example("Ada Lovelace was an English mathematician. She wrote an algorithm for the "
+                                 "Analytical Engine in 1843.", FACTS, doc_id="d", chunk_id="c", max_tokens=64)
+    perfect = score_extraction([facts_target(FACTS)], [example])
+    assert perfect["json_valid_rate"] == 1.0
+    assert perfect["entities"]["f1"] == 1.0 and perfect["propositions"]["f1"] == 1.0
+    half = facts_target((Fact("Ada Lovelace was an English mathematician.", ("ada lovelace.",)),))
+    partial = score_extraction([half], [example])
+    assert partial["entities"]["precision"] == 1.0  # "ada lovelace." normalises to the same key
+    assert partial["entities"]["recall"] == pytest.approx(1 / 3, abs=1e-4)
+    assert partial["propositions"]["precision"] == 1.0 and partial["propositions"]["recall"] == 0.5
+    invalid = score_extraction(["I cannot help with that."], [example])
+    assert invalid["json_valid_rate"] == 0.0 and invalid["propositions"]["recall"] == 0.0
+    assert invalid["invalid_reasons"] == {"no JSON object or array in the output": 1}
+
+
+def test_score_rewrites_uses_the_drift_guard():
+    example = rewrite_example("Ada Lovelace was a mathematician.", "She wrote the first algorithm.",
+                              "Ada Lovelace wrote the first algorithm.", doc_id="d", chunk_id="c", max_tokens=48)
+    good = score_rewrites(["Ada Lovelace wrote the first algorithm."], [example])
+    assert good == {"examples": 1, "accepted_rate": 1.0, "rouge_l": 1.0, "token_f1": 1.0}
+    drifted = score_rewrites(["The Eiffel Tower is in Paris and was built for a world fair."], [example])
+    assert drifted["accepted_rate"] == 0.0 and drifted["rouge_l"] < 0.3
+
+
+def test_report_markdown_has_one_column_per_extractor():
+    md = report_markdown([{"extractor": "hf:a", "extract": {"json_valid_rate": 0.5}},
+                          {"extractor": "hf:b", "extract": {"json_valid_rate": 1.0}}])
+    assert "| metric | `hf:a` | `hf:b` |" in md and "| JSON valid rate | 0.5 | 1.0 |" in md
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_registers_the_three_steps(capsys):
+    from sirerag.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["finetune", "--help"])
+    out = capsys.readouterr().out
+    assert "make-data" in out and "train" in out and "evaluate" in out
+
+
+def test_cli_train_needs_exactly_one_data_source(tmp_path, capsys):
+    from sirerag.cli.main import main
+
+    assert main(["finetune", "train", "--config", "smollm2-135m-cpu", "--out", str(tmp_path)]) == 1
+    assert "give either --data DIR" in capsys.readouterr().err
+    assert main(["finetune", "train", "--config", "nope", "--train", "x.jsonl", "--out", str(tmp_path)]) == 1
+    assert "training config not found" in capsys.readouterr().err
+
+
+def test_sirerag_does_not_import_finetune():
+    import subprocess
+    import sys
+
+    code = ("import sys, sirerag, sirerag.pipeline.build, sirerag.extraction, sirerag.llm.factory; "
+            "print(any(m == 'finetune' or m.startswith('finetune.') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

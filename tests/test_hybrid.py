@@ -1,0 +1,54 @@
+"""Reciprocal-rank fusion."""
+from __future__ import annotations
+
+import pytest
+
+from sirerag.errors import ConfigError
+from sirerag.retrievers.base import Hit
+from sirerag.retrievers.hybrid import FusionRetriever, load, reciprocal_rank_fusion
+
+
+class Ranked:
+    """A fixed ranking (the parts of a fusion; the fusion itself is under test)."""
+
+    def __init__(self, name: str, ids: list[str]) -> None:
+        self.name, self.ids = name, ids
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return [Hit(i, 1.0 / (r + 1)) for r, i in enumerate(self.ids[:k])]
+
+    def search_many(self, queries, k: int = 10):
+        return [self.search(q, k) for q in queries]
+
+
+def test_rrf_scores_on_known_rankings():
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["c", "a", "d"]], rrf_k=60)
+    scores = dict(fused)
+    assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert scores["b"] == pytest.approx(1 / 62) and scores["d"] == pytest.approx(1 / 63)
+    assert [i for i, _ in fused] == ["a", "c", "b", "d"]
+
+
+def test_rrf_ties_keep_first_appearance_and_weights():
+    assert [i for i, _ in reciprocal_rank_fusion([["x", "y"], ["y", "x"]])] == ["x", "y"]
+    weighted = reciprocal_rank_fusion([["x", "y"], ["y", "x"]], weights=[1.0, 2.0], rrf_k=0)
+    assert [i for i, _ in weighted] == ["y", "x"] and dict(weighted)["y"] == pytest.approx(1 / 2 + 2 / 1)
+    with pytest.raises(ConfigError, match="weights"):
+        reciprocal_rank_fusion([["x"]], weights=[1.0, 1.0])
+
+
+def test_fusion_retriever_depth_and_name():
+    fusion = FusionRetriever([Ranked("dense", list("abcdef")), Ranked("ppr", list("fedcba"))], depth=2)
+    hits = fusion.search("q", k=6)  # each part is asked for max(k, depth) = 6 entries
+    assert fusion.name == "dense+ppr" and len(hits) == 6
+    assert {h.entry_id for h in hits} == set("abcdef")
+    shallow = FusionRetriever([Ranked("dense", list("abcdef")), Ranked("ppr", list("fedcba"))], depth=1)
+    assert [h.entry_id for h in shallow.search("q", k=1)] == ["a"]  # a and f tie; a appears first
+    assert shallow.search_many(["q1", "q2"], k=2)[1] == shallow.search("q", k=2)
+
+
+def test_load_rejects_bad_names():
+    for name in ("dense+", "dense+dense", "dense+nope"):
+        with pytest.raises(ConfigError):
+            load(name, index=None)

@@ -1,0 +1,110 @@
+"""Retry policy and bounded concurrency of the OpenAI-compatible backend, against a local
+HTTP server that fails on purpose (429/5xx/timeouts are retried; other 4xx never)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from _llm_server import FlakyServer, free_port
+
+from sirerag.config import LLMConfig
+from sirerag.llm.base import LLMCallError, LLMRequest, TransientLLMError
+from sirerag.llm.cache import CachedLLM, CallCache
+from sirerag.llm.factory import load_llm
+
+FAST = LLMConfig(max_retries=3, retry_base_delay=0.01, retry_max_delay=0.05, timeout=5.0, max_concurrency=4)
+
+
+def req(text: str) -> LLMRequest:
+    return LLMRequest(messages=(("user", text),), max_tokens=8, prompt_version="test@1")
+
+
+@pytest.fixture()
+def flaky():
+    with FlakyServer() as server:
+        yield server
+
+
+def backend(server: FlakyServer, config: LLMConfig = FAST):
+    return load_llm(f"openai:test-model@{server.url}", config=config)
+
+
+@pytest.mark.parametrize("code", [429, 500, 502, 503])
+def test_transient_errors_are_retried_until_success(flaky, code):
+    llm = backend(flaky)
+    message = f"[fail:{code}:2:a] hello"
+    out = llm.complete(req(message))
+    assert out.text == f"echo: {message}"
+    assert flaky.seen[message] == 3  # two failures, then the answer
+    assert (out.prompt_tokens, out.completion_tokens) == (11, 5)  # the server's usage is reported
+
+
+def test_transient_errors_give_up_after_max_retries(flaky):
+    llm = backend(flaky)
+    with pytest.raises(TransientLLMError, match="HTTP 500.*gave up after 4 attempts"):
+        llm.complete(req("[always:500] x"))
+    assert flaky.seen["[always:500] x"] == FAST.max_retries + 1
+
+
+@pytest.mark.parametrize("code", [400, 401, 404, 422])
+def test_other_client_errors_are_never_retried(flaky, code):
+    llm = backend(flaky)
+    message = f"[always:{code}] y"
+    with pytest.raises(LLMCallError, match=f"HTTP {code} \\(not retried\\)") as info:
+        llm.complete(req(message))
+    assert not isinstance(info.value, TransientLLMError)
+    assert flaky.seen[message] == 1
+
+
+def test_timeouts_are_retried(flaky):
+    llm = backend(flaky, LLMConfig(max_retries=2, retry_base_delay=0.01, timeout=0.5))
+    message = "[sleep:2] slow"
+    start = time.perf_counter()
+    with pytest.raises(TransientLLMError, match="timed out"):
+        llm.complete(req(message))
+    assert time.perf_counter() - start < 10
+    time.sleep(0.1)
+    assert flaky.seen[message] == 3
+
+
+def test_connection_errors_are_retried():
+    llm = load_llm(f"openai:m@http://127.0.0.1:{free_port()}/v1",
+                   config=LLMConfig(max_retries=2, retry_base_delay=0.01, timeout=2.0))
+    with pytest.raises(TransientLLMError, match="connection error.*gave up after 3 attempts"):
+        llm.complete(req("anyone there?"))
+
+
+def test_failures_are_returned_per_item_and_never_cached(flaky, tmp_path):
+    llm = CachedLLM(backend(flaky), CallCache(tmp_path / "cache"))
+    requests = [req("first"), req("[always:400] second"), req("[fail:503:1:c] third")]
+    results = llm.complete_many(requests, return_exceptions=True)
+    assert results[0].text == "echo: first" and results[2].text == "echo: [fail:503:1:c] third"
+    assert isinstance(results[1], LLMCallError)
+    assert llm.cache.stats()["entries"] == 2  # the failure is not stored as output
+    with pytest.raises(LLMCallError, match="HTTP 400"):
+        llm.complete_many(requests)  # without return_exceptions the failure raises ...
+    assert flaky.seen["first"] == 1 and flaky.seen["[always:400] second"] == 2  # ... and only it is re-sent
+    stats = llm.cache.stats()["all_runs"]
+    assert (stats["hits"], stats["misses"], stats["failures"]) == (2, 2, 2)
+
+
+def test_concurrency_is_bounded(flaky):
+    llm = backend(flaky, LLMConfig(max_concurrency=3, timeout=10.0))
+    requests = [req(f"[sleep:0.3] n{i}") for i in range(9)]
+    start = time.perf_counter()
+    results = llm.complete_many(requests)
+    elapsed = time.perf_counter() - start
+    assert [r.text for r in results] == [f"echo: [sleep:0.3] n{i}" for i in range(9)]  # in request order
+    assert flaky.max_in_flight == 3
+    assert elapsed < 9 * 0.3  # ran in parallel, not one after another
+
+
+def test_key_is_sent_but_never_leaks_into_errors(flaky, monkeypatch):
+    secret = "sk-test-5f3a9c1d7e2b4a6f8091"
+    monkeypatch.setenv("SIRERAG_TEST_KEY", secret)
+    llm = backend(flaky, LLMConfig(api_key_env="SIRERAG_TEST_KEY", max_retries=0))
+    assert secret not in llm.spec
+    with pytest.raises(LLMCallError) as info:
+        llm.complete(req("[echo-auth]"))
+    assert flaky.auth[-1] == f"Bearer {secret}"  # the server did receive the key ...
+    assert secret not in str(info.value) and "***" in str(info.value)  # ... the error does not repeat it
