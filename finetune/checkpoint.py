@@ -47,7 +47,7 @@ def save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, scheduler:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    model.save_pretrained(str(tmp))
+    model.save_pretrained(str(tmp), save_embedding_layers=False)
     tensors: dict[str, Any] = {"rng.cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         for i, s in enumerate(torch.cuda.get_rng_state_all()):

@@ -164,7 +164,7 @@ def train_lora(
             log[-1]["eval_loss"] = eval_loss
             write_jsonl(out / LOG, log)
         save_checkpoint(out, total_steps, model, optimizer, scheduler, run_state, opt.save_total_limit)
-    model.save_pretrained(str(out / ADAPTER))
+    model.save_pretrained(str(out / ADAPTER), save_embedding_layers=False)
     model.eval()
     plot = plot_loss_curve(log, out / PLOT)
     losses = [r["loss"] for r in log]

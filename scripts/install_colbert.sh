@@ -21,5 +21,5 @@ if [ "$before" != "$after" ]; then
 fi
 echo "== compiling colbert-ai's C++ extensions into ${TORCH_EXTENSIONS_DIR:-$HOME/.cache/sirerag/torch_extensions}"
 start=$(date +%s)
-$PY -c "from sirerag.retrievers.colbert import compile_extensions; compile_extensions()"
+$PY -c "from sirerag.retrievers.colbert import compile_extensions; compile_extensions(force=True)"
 echo "== colbert-ai ready ($(( $(date +%s) - start )) s to compile or load the extensions)"

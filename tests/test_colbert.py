@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from sirerag.io import write_manifest
 from sirerag.pool import load_index, save_pool
 from sirerag.retrievers import Retriever, load_retriever
 from sirerag.retrievers import colbert as colbert_mod
+from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers.colbert import (
     ColBERTRetriever,
     collection_text,
@@ -181,14 +183,34 @@ def test_a_broken_index_raises_with_the_workers_error(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_worker_that_does_not_answer_in_time_is_stopped(tiny):
+def test_a_worker_that_does_not_answer_in_time_is_stopped(tiny, tmp_path):
     _, checkpoint, _, retriever = tiny
-    slow = ColBERTRetriever(retriever.folder, checkpoint, timeout=0.5)  # start-up alone takes longer
+    worker = WorkerClient(cwd=tmp_path)
+    args = {"checkpoint": str(checkpoint), "collection": str(retriever.folder / "collection.tsv"),
+            "root": str(retriever.folder), "name": "plaid", "query_maxlen": None}
     start = time.perf_counter()
     with pytest.raises(SireragError, match=r"did not finish 'open' within 0.5 s and was stopped"):
-        slow.search("anything", k=3)
+        worker.call("open", args, timeout=0.5)  # importing colbert-ai alone takes longer
     assert time.perf_counter() - start < 10
-    assert slow._worker is None  # nothing left running
+    assert worker.proc is not None and worker.proc.returncode == -signal.SIGKILL  # killed and reaped
+    assert not worker.alive
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_mid_request_raises_at_once(tiny, tmp_path):
+    import os
+    import threading
+
+    _, checkpoint, _, retriever = tiny
+    worker = WorkerClient(cwd=tmp_path)
+    worker.start()
+    threading.Timer(1.0, os.kill, args=(worker.proc.pid, signal.SIGKILL)).start()  # a crash, from outside
+    args = {"checkpoint": str(checkpoint), "collection": str(retriever.folder / "collection.tsv"),
+            "root": str(retriever.folder), "name": "plaid", "query_maxlen": None}
+    start = time.perf_counter()
+    with pytest.raises(SireragError, match=r"worker exited with code -9 during 'open'"):
+        worker.call("open", args, timeout=300)
+    assert time.perf_counter() - start < 30  # not the timeout
 
 
 def test_collection_text_keeps_one_line_per_entry():

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from sirerag.extraction.coref import drift_reason
 from sirerag.extraction.lenient_json import loads_lenient
-from sirerag.extraction.parse import ParseError, parse_facts
+from sirerag.extraction.llm import clean_facts
+from sirerag.extraction.parse import ParseError, facts_to_json, parse_facts
 
 FIXTURE = Path(__file__).parent / "data" / "smollm2_extraction_outputs.jsonl"
 
@@ -88,6 +90,12 @@ def test_unusable_outputs_raise_parse_error_with_reason(output: str, reason: str
         parse_facts(output)
 
 
+def test_canonical_answer_round_trips() -> None:
+    parsed = parse_facts(json.dumps(VALID))
+    again = parse_facts(facts_to_json(parsed.facts))
+    assert again.facts == parsed.facts and again.repairs == ()
+
+
 def test_explicitly_empty_answer_is_zero_facts() -> None:
     assert parse_facts("```json\n{}\n```").facts == ()
 
@@ -130,15 +138,29 @@ def _fixture_rows() -> list[dict]:
 
 
 def test_real_smollm2_outputs() -> None:
-    """Each real output parses to what was recorded by hand after reading it: the expected
-    number of facts, or the expected failure."""
-    rows = _fixture_rows()
-    assert len(rows) >= 10
+    """Each real output parses to what was recorded by hand after reading it: the number of
+    distinct facts, whether it was cut off, how many survive cleaning (echoes of the prompt's
+    example and facts not in the paragraph are dropped), or the expected failure."""
+    rows = [r for r in _fixture_rows() if r["prompt"].startswith("extract_propositions")]
+    assert len(rows) >= 10 and len({r["passage_id"] for r in rows}) >= 10
     for row in rows:
-        if row["expect"]["parses"]:
+        expect = row["expect"]
+        if expect["parses"]:
             parsed = parse_facts(row["output"])
-            assert len(parsed.facts) == row["expect"]["facts"], row["passage_id"]
-            assert parsed.truncated == row["expect"]["truncated"], row["passage_id"]
+            assert len(parsed.facts) == expect["facts"], row["passage_id"]
+            assert parsed.truncated == expect["truncated"], row["passage_id"]
+            kept, _, _ = clean_facts(parsed.facts, row["paragraph"])
+            assert len(kept) == expect["kept"], row["passage_id"]
+            assert all(e.casefold() != "she" for f in kept for e in f.entities)
         else:
             with pytest.raises(ParseError):
                 parse_facts(row["output"])
+
+
+def test_real_smollm2_rewrites_and_the_drift_guard() -> None:
+    """A rewrite that drops half the paragraph and invents roles is refused; one that copies
+    the paragraph unchanged is harmless and accepted."""
+    rows = [r for r in _fixture_rows() if r["prompt"].startswith("coref_rewrite")]
+    assert {r["expect"]["drift"] for r in rows} == {True, False}
+    for row in rows:
+        assert (drift_reason(row["paragraph"], row["output"]) is not None) == row["expect"]["drift"], row["passage_id"]

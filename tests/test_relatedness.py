@@ -97,10 +97,9 @@ def test_no_entities_gives_an_empty_tree(minilm) -> None:  # noqa: ANN001
     assert result.nodes == () and result.embeddings.shape == (0, minilm.dim)
 
 
-@pytest.mark.slow
-def test_full_build_with_smollm2_produces_both_trees(tmp_path) -> None:  # noqa: ANN001
-    """``build_index`` with ``--llm hf:smollm2`` on three short documents: rewrite, extraction,
-    LLM summaries and both trees, whatever the small model answers."""
+def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
+    """``build_index`` with an LLM on three short documents: rewrite, extraction, LLM summaries
+    and both trees, whatever the small model answers."""
     from sirerag.cli.stats import index_stats
     from sirerag.config import BuildConfig
     from sirerag.pipeline.build import build_index
@@ -113,16 +112,29 @@ def test_full_build_with_smollm2_produces_both_trees(tmp_path) -> None:  # noqa:
                                                                  "on the Ladies European Tour held in Tenerife."),
             Document(id="c", title="Rome", text="Rome is the capital city of Italy.")]
     config = BuildConfig().with_overrides(
-        chunking={"mode": "passage"}, llm={"spec": "hf:smollm2"}, tree={"levels": 2, "summary_max_tokens": 32},
-        extraction={"extractor": "llm", "rewrite_max_tokens": 64, "extract_max_tokens": 128})
+        chunking={"mode": "passage"}, llm={"spec": llm_spec, "max_concurrency": 1},
+        tree={"levels": 2, "summary_max_tokens": 32},
+        extraction={"extractor": "llm", "rewrite_max_tokens": 64, "extract_max_tokens": 160, "max_attempts": 1})
     report = build_index(docs, tmp_path / "index", config, cache_dir=tmp_path / "cache", show_progress=False)
     index = load_index(tmp_path / "index")
-    trees = {e.tree for e in index.pool.entries}
-    assert trees == {"similarity", "relatedness"}
-    assert report.components["extractor"] == "llm:hf:smollm2"
+    assert {e.tree for e in index.pool.entries} == {"similarity", "relatedness"}
+    assert report.components["extractor"] == f"llm:{report.components['llm']}"
     stats = index_stats(tmp_path / "index")
     # every chunk either produced propositions or is recorded as failed, with its raw output
     assert stats["extraction_failures"]["extract"] == report.counts["extraction"]["failed_chunks"]
     produced = {p.chunk_id for p in index.propositions()}
     assert len(produced) + stats["extraction_failures"]["extract"] == len(index.chunks())
     assert stats["pool"].get("relatedness/aggregate/level0", 0) == stats["aggregates"] > 0
+
+
+@pytest.mark.slow
+def test_full_build_with_smollm2_produces_both_trees(tmp_path) -> None:  # noqa: ANN001
+    full_llm_build(tmp_path, "hf:smollm2")
+
+
+@pytest.mark.server
+def test_full_build_through_the_llama_cpp_server(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    from _llm_server import server_url
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-sirerag-relatedness-test")
+    full_llm_build(tmp_path, f"openai:smollm2@{server_url()}")

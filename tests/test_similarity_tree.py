@@ -94,13 +94,20 @@ def test_similarity_tree_on_real_passages(minilm, chunks, leaf_embeddings) -> No
     np.testing.assert_array_equal(result.embeddings[:len(chunks)], leaf_embeddings)
     assert len(by_level) >= 3 and len(by_level[1]) < len(chunks)
     assert summarizer.calls == len(by_level) - 1  # one call per summary level
+    position = {n.id: i for i, n in enumerate(result.nodes)}
     for level, nodes in by_level.items():
         if level:
             assert all(0 < count_tokens(n.text) <= 100 for n in nodes)
-            # summary rows are MiniLM embeddings of the summary text
-            np.testing.assert_allclose(result.embeddings[len(result.nodes) - sum(
-                len(by_level[lv]) for lv in by_level if lv >= level):][:1],
-                minilm.encode_documents([nodes[0].text]), atol=1e-5)
+    # summary rows are MiniLM embeddings of the summary texts
+    top = by_level[max(by_level)]
+    np.testing.assert_allclose(result.embeddings[[position[n.id] for n in top]],
+                               minilm.encode_documents([n.text for n in top]), atol=1e-5)
+    # clusters group similar passages: members are closer than random pairs
+    sim = leaf_embeddings @ leaf_embeddings.T
+    row = {c.id: i for i, c in enumerate(chunks)}
+    intra = [sim[row[a], row[b]] for n in by_level[1] for a in n.children for b in n.children if a < b]
+    overall = sim[np.triu_indices(len(chunks), 1)].mean()
+    assert intra and np.mean(intra) > overall + 0.1
     stats = result.stats
     assert [s["nodes"] for s in stats["levels"]] == [len(by_level[lv]) for lv in sorted(by_level)]
     assert stats["clustering"]["gmm_fits"] > 0 and stats["seconds"]["clustering"] > 0
@@ -144,8 +151,9 @@ def test_stops_when_clustering_cannot_reduce(minilm, chunks, leaf_embeddings) ->
     # three long passages over a 64-token cluster limit: every cluster is one node
     long = [i for i, c in enumerate(chunks) if c.n_tokens > 64][:3]
     result = build_similarity_tree([chunks[i] for i in long], leaf_embeddings[long], embedder=minilm,
-                                   summarizer=ExtractiveSummarizer(), clustering=ClusteringConfig(max_cluster_tokens=64),
-                                   tree=TreeConfig(levels=4), random_state=0, show_progress=False)
+                                   summarizer=ExtractiveSummarizer(),
+                                   clustering=ClusteringConfig(max_cluster_tokens=64), tree=TreeConfig(levels=4),
+                                   random_state=0, show_progress=False)
     assert len(result.nodes) == 3 and result.stats["stop_reason"] == "no reduction"
 
 

@@ -86,7 +86,8 @@ def format_stats(stats: dict[str, Any]) -> str:
     lines += [f"  {name:<32}{value}" for name, value in rows]
     lines += ["", f"  {'extractor':<32}{stats['extractor'] or '-'}",
               f"  {'aggregation rule':<32}{stats['aggregation_rule'] or '-'}"
-              + (f" (cap {stats['aggregate_max_tokens']} tokens)" if stats['aggregate_max_tokens'] else ""),
+              + (f" (cap {stats['aggregate_max_tokens']} tokens)"
+                 if stats["aggregation_rule"] and stats["aggregate_max_tokens"] else ""),
               f"  {'relatedness variant':<32}{stats['relatedness_variant'] or '-'}",
               f"  {'extraction failures':<32}{stats['extraction_failures']['extract']} "
               f"(rewrite fallbacks {stats['extraction_failures']['rewrite_fallbacks']})",

@@ -2,17 +2,22 @@
 
 RAPTOR fits one mixture (scikit-learn defaults: full covariances, k-means
 initialisation, one initialisation) for every k in ``1..max_clusters`` and keeps
-the k with the lowest BIC. That exhaustive scan is where RAPTOR spends its time;
-the ``fast`` search here fits the same mixtures (same seed, same settings, so a
-given k always gets the identical model and BIC) but visits far fewer k:
+the k with the lowest BIC. That exhaustive scan is where RAPTOR spends its time.
+Two things make it cheaper here without changing which models are compared:
 
-1. a coarse ascending grid of k (1, 2, 3, 4, 6, 8, 11, 15, 20, 27, 36, 48, ...),
-   stopped once ``PATIENCE`` successive grid points all fail to improve on the
-   best BIC so far;
-2. every k between the grid neighbours of the best grid point.
-
-BIC(k) of these mixtures is close to unimodal, so the two usually choose the same
-k; ``scripts/bench_similarity_tree.py --exhaustive`` measures how often.
+- BLAS and OpenMP are limited to one thread while mixtures are fitted: the
+  matrices are tiny (``n x 10``), and thread start-up and spinning cost far more
+  than the arithmetic, above all on a busy machine (a 30-component fit on 6.8k
+  points: 26 CPU-seconds with the default thread pools, 0.6 with one thread).
+- The ``fast`` search fits the same mixtures (same settings and seed, so a given
+  k always gets the identical model and BIC) but visits fewer k: first a grid of
+  k about 15 % apart (1, 2, ..., 10, 12, 14, 16, 18, 21, 24, 28, 32, 37, 43, 50),
+  then every k between the grid neighbours of the best ``BRACKETS`` local minima
+  of the grid. BIC(k) is noisy and, for the local clusters, often has two dips (a
+  shallow one at small k and a deeper one where components collapse onto a few
+  points each), which is why the whole grid is scanned rather than stopping at
+  the first minimum. ``scripts/bench_similarity_tree.py --exhaustive`` measures
+  how often the fast and the exhaustive search choose the same k.
 """
 from __future__ import annotations
 
@@ -27,13 +32,17 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 SEARCHES = ("fast", "exhaustive")
-#: Grid points past the best one that must all be worse before the coarse scan stops.
-PATIENCE = 2
+#: Ratio between successive k of the fast search's grid.
+GRID_RATIO = 1.15
+#: Local minima of the grid whose neighbourhoods are searched exhaustively.
+BRACKETS = 2
 
 
 @dataclass
 class ClusterStats:
     """Counters filled in by :func:`sirerag.clustering.cluster` (for logs and benchmarks).
+
+    ``seconds_*`` are wall-clock, ``cpu_seconds_*`` process CPU time (all threads).
 
     ``searches`` holds one ``(n_points, k_max, k_chosen)`` triple per BIC search;
     with ``keep_reduced=True`` the reduced matrix each search ran on is kept in
@@ -46,6 +55,8 @@ class ClusterStats:
     gmm_fits: int = 0
     seconds_umap: float = 0.0
     seconds_gmm: float = 0.0
+    cpu_seconds_umap: float = 0.0
+    cpu_seconds_gmm: float = 0.0
     reclustered: int = 0
     forced_splits: int = 0
     searches: list[tuple[int, int, int]] = field(default_factory=list)
@@ -59,6 +70,8 @@ class ClusterStats:
             "gmm_fits": self.gmm_fits,
             "seconds_umap": round(self.seconds_umap, 3),
             "seconds_gmm": round(self.seconds_gmm, 3),
+            "cpu_seconds_umap": round(self.cpu_seconds_umap, 3),
+            "cpu_seconds_gmm": round(self.cpu_seconds_gmm, 3),
             "reclustered": self.reclustered,
             "forced_splits": self.forced_splits,
             "bic_searches": len(self.searches),
@@ -66,21 +79,23 @@ class ClusterStats:
 
 
 def coarse_grid(k_max: int) -> list[int]:
-    """Ascending k values, about 30 % apart, always starting at 1 and ending at ``k_max``."""
+    """Ascending k from 1 to ``k_max``, about ``GRID_RATIO`` apart (consecutive at small k)."""
     grid = [1]
     while grid[-1] < k_max:
-        grid.append(min(k_max, max(grid[-1] + 1, int(round(grid[-1] * 1.33)))))
+        grid.append(min(k_max, max(grid[-1] + 1, int(round(grid[-1] * GRID_RATIO)))))
+    if len(grid) > 2 and grid[-1] - grid[-2] < grid[-2] - grid[-3]:
+        grid.pop(-2)  # no short last step: end at k_max
     return grid
 
 
 def search_k(bic: Callable[[int], float], k_max: int, search: str = "fast") -> int:
-    """The k in ``1..k_max`` with the lowest ``bic(k)`` (ties: the smaller k).
+    """The k in ``1..k_max`` with the lowest ``bic(k)`` among those visited (ties: the smaller k).
 
     Args:
         bic: BIC of the mixture with k components; called at most once per k.
         k_max: the largest k to consider (>= 1).
-        search: ``exhaustive`` evaluates every k; ``fast`` a coarse grid then the
-            bracket around its best point (see the module docstring).
+        search: ``exhaustive`` evaluates every k; ``fast`` the grid of
+            :func:`coarse_grid`, then every k around its best local minima.
     """
     if search not in SEARCHES:
         raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
@@ -92,21 +107,18 @@ def search_k(bic: Callable[[int], float], k_max: int, search: str = "fast") -> i
         return cache[k]
 
     if search == "exhaustive":
-        candidates = range(1, k_max + 1)
+        for k in range(1, k_max + 1):
+            value(k)
     else:
         grid = coarse_grid(k_max)
-        best_i, worse = 0, 0
-        for i, k in enumerate(grid):
-            if value(k) < value(grid[best_i]):
-                best_i, worse = i, 0
-            elif i > best_i:
-                worse += 1
-                if worse >= PATIENCE:
-                    break
-        lo = grid[best_i - 1] if best_i > 0 else 1
-        hi = grid[best_i + 1] if best_i + 1 < len(grid) else k_max
-        candidates = range(lo, hi + 1)
-    return min(candidates, key=lambda k: (value(k), k))
+        scores = [value(k) for k in grid]
+        last = len(grid) - 1
+        minima = [i for i in range(len(grid))
+                  if (i == 0 or scores[i] <= scores[i - 1]) and (i == last or scores[i] <= scores[i + 1])]
+        for i in sorted(minima, key=lambda i: (scores[i], i))[:BRACKETS]:
+            for k in range(grid[max(i - 1, 0)], grid[min(i + 1, last)] + 1):
+                value(k)
+    return min(cache, key=lambda k: (cache[k], k))
 
 
 def fit_mixture(points: np.ndarray, k: int, random_state: int):  # noqa: ANN201 - GaussianMixture
@@ -121,20 +133,39 @@ def fit_mixture(points: np.ndarray, k: int, random_state: int):  # noqa: ANN201 
         return model.fit(points)
 
 
+def soft_cluster(points: np.ndarray, *, max_clusters: int, threshold: float, random_state: int, search: str,
+                 stats: ClusterStats) -> list[np.ndarray]:
+    """Fit the best mixture by BIC and return its soft clusters (see :func:`soft_memberships`)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        model = best_mixture(points, max_clusters, random_state, search=search, stats=stats)
+        probabilities = model.predict_proba(points)
+    return soft_memberships(probabilities, threshold)
+
+
 def best_mixture(points: np.ndarray, max_clusters: int, random_state: int, *, search: str,
                  stats: ClusterStats):  # noqa: ANN201 - GaussianMixture
-    """Fit mixtures for the k the search visits and return the one with the lowest BIC."""
+    """Fit mixtures for the k the search visits and return the one with the lowest BIC.
+
+    k ranges up to ``min(max_clusters, n - 1, distinct points)``.
+    """
     n_distinct = len(np.unique(points, axis=0))
     k_max = max(1, min(max_clusters, len(points) - 1, n_distinct))
     models: dict[int, object] = {}
     values: dict[int, float] = {}
 
     def bic(k: int) -> float:
-        start = time.perf_counter()
-        models[k] = model = fit_mixture(points, k, random_state)
+        start, cpu = time.perf_counter(), time.process_time()
+        model = fit_mixture(points, k, random_state)
         values[k] = float(model.bic(points))
+        best = min(models, key=lambda j: (values[j], j)) if models else None
+        if best is None or (values[k], k) < (values[best], best):
+            models.clear()  # keep only the best model so far
+            models[k] = model
         stats.gmm_fits += 1
         stats.seconds_gmm += time.perf_counter() - start
+        stats.cpu_seconds_gmm += time.process_time() - cpu
         return values[k]
 
     k = search_k(bic, k_max, search)

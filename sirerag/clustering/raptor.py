@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sirerag.clustering.gmm import ClusterStats, best_mixture, soft_memberships
+from sirerag.clustering.gmm import ClusterStats, soft_cluster
 from sirerag.clustering.reduce import umap_reduce
 from sirerag.config import ClusteringConfig
 from sirerag.errors import check
@@ -132,17 +132,17 @@ class _Run:
         return out
 
     def _reduce(self, rows: np.ndarray, *, n_neighbors: int) -> np.ndarray:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         reduced = umap_reduce(self.matrix[rows], n_neighbors=n_neighbors, dim=self.config.reduction_dim,
                               random_state=self.random_state)
         self.stats.umap_fits += 1
         self.stats.seconds_umap += time.perf_counter() - start
+        self.stats.cpu_seconds_umap += time.process_time() - cpu
         return reduced
 
     def _soft_clusters(self, reduced: np.ndarray) -> list[np.ndarray]:
-        model = best_mixture(reduced, self.config.max_clusters, self.random_state, search=self.config.bic_search,
-                             stats=self.stats)
-        return soft_memberships(model.predict_proba(reduced), self.config.threshold)
+        return soft_cluster(reduced, max_clusters=self.config.max_clusters, threshold=self.config.threshold,
+                            random_state=self.random_state, search=self.config.bic_search, stats=self.stats)
 
 
 def consecutive_runs(rows: np.ndarray, tokens: np.ndarray, limit: int) -> list[np.ndarray]:

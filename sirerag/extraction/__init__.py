@@ -3,7 +3,8 @@
 Entry point: :func:`extract` (the build's extraction stage). Building blocks,
 public for the graph and fine-tuning tools:
 
-* :func:`parse_facts` / :class:`ParseError` — robust reading of model JSON output;
+* :func:`parse_facts` / :class:`ParseError` — robust reading of model JSON output, and
+  :func:`facts_to_json`, the canonical answer format (teacher data);
 * :func:`extract_facts`, :func:`extraction_request`, :func:`clean_facts` — LLM extraction;
 * :func:`rewrite_chunks`, :func:`drift_reason` — LLM coreference rewrite and its guard;
 * :func:`normalize_entity`, :func:`entity_key`, :func:`normalize_entities` — entity normalisation;
@@ -17,7 +18,7 @@ from sirerag.extraction.extractor import ExtractionResult, extract
 from sirerag.extraction.llm import FactOutcome, clean_facts, extract_facts, extraction_request, retry_request
 from sirerag.extraction.normalize import entity_key, is_entity, normalize_entities, normalize_entity
 from sirerag.extraction.offline import OfflineExtractor, extract_offline
-from sirerag.extraction.parse import Fact, ParsedFacts, ParseError, parse_facts
+from sirerag.extraction.parse import Fact, ParsedFacts, ParseError, facts_to_json, parse_facts
 from sirerag.extraction.tagger import EntityTagger, tag_entities
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "extract_facts",
     "extract_offline",
     "extraction_request",
+    "facts_to_json",
     "is_entity",
     "normalize_entities",
     "normalize_entity",

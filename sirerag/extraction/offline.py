@@ -23,7 +23,7 @@ import re
 from typing import Callable, Iterable, Sequence
 
 from sirerag.chunking import sentence_spans
-from sirerag.extraction.normalize import entity_key, normalize_entities
+from sirerag.extraction.normalize import normalize_entities
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.types import Chunk, Document, Proposition, collapse_ws
 

@@ -288,3 +288,10 @@ def _entity_list(entities: Any) -> list[str]:
         elif isinstance(item, list):
             out += [x for x in item if isinstance(x, str)]
     return out
+
+
+def facts_to_json(facts: "list[Fact] | tuple[Fact, ...]") -> str:
+    """The canonical answer for ``facts`` in the prompt's format, ``{"f1": {"fact": ...,
+    "entities": [...]}, ...}`` (for teacher data; :func:`parse_facts` reads it back exactly)."""
+    return json.dumps({f"f{i}": {"fact": f.text, "entities": list(f.entities)} for i, f in enumerate(facts, 1)},
+                      ensure_ascii=False)

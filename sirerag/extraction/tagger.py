@@ -55,7 +55,8 @@ _QUOTED = (re.compile(r"(?=``\s?([^`\n]{1,80}?)\s?'')"), re.compile(r'(?="\s?([^
 _ABBREVIATIONS = "St|Mt|Ft|Dr|Jr|Sr|Mr|Mrs|Ms|Gen|Col|Capt|Lt|Sgt|Rev|Prof|Fr|Co|Inc|Ltd|Bros|Corp"
 _TOKEN = re.compile(rf"(?:[^\W\d_]\.){{2,}}|(?:{_ABBREVIATIONS})\.|[A-Z]\.(?=\s[A-Z])"
                     r"|[^\W\d_](?:[\w'\u2019&.-]*\w)?|\d+|&")
-_SUFFIX = re.compile(r",\s(?:Jr|Sr)\.|,\s(?:II|III|IV)\b")
+_SUFFIX = re.compile(r",?\s(?:Jr|Sr|Inc|Ltd|Co|Corp|Bros)\.|,\s(?:II|III|IV)\b")
+_ABBREVIATION_ONLY = re.compile(rf"^(?:{_ABBREVIATIONS})\.$")
 
 #: words joined inside a name only between two capitalised words
 CONNECTORS = frozenset({"of", "the", "de", "del", "della", "der", "den", "des", "di", "da", "do", "dos", "du",
@@ -167,7 +168,8 @@ class EntityTagger:
                     taken[k] = False
                 start = year.start
             take(start, end, "name")
-        found = [s for s in found if len(s.text.strip()) > 1]  # "3 D": a lone letter is not a name
+        # "3 D": a lone letter is not a name, nor a lone "Inc." or "St."
+        found = [s for s in found if len(s.text.strip()) > 1 and not _ABBREVIATION_ONLY.match(s.text)]
         for hint in sorted({h for h in hints if h and is_entity(h)}, key=len, reverse=True):
             for m in re.finditer(rf"(?<!\w){re.escape(hint)}(?!\w)", text):
                 # a known name wins over the spans it covers ("Great Adventure" inside

@@ -215,7 +215,7 @@ def synonym_edges(
     if rows.size == 0:
         return empty
     lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
-    pairs, first = np.unique(lo * m + hi, return_index=True)
+    _, first = np.unique(lo * m + hi, return_index=True)
     lo, hi, sims = lo[first], hi[first], sims[first]
     order = np.lexsort((hi, lo, -sims))  # strongest first, ties by index
     degree = np.zeros(m, dtype=np.int64)

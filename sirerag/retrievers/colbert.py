@@ -20,26 +20,27 @@ network). The worker itself always runs offline.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
-import importlib.util
 import logging
 import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.errors import ConfigError, MissingExtraError, SireragError, check
-from sirerag.export import collection_text, current_umask, write_collection  # noqa: F401 - re-exported
+from sirerag.errors import check
+from sirerag.export import collection_text, current_umask, write_collection
 from sirerag.io import read_json, read_manifest, write_json
 from sirerag.pool import Index, load_index, register_component
-from sirerag.retrievers._colbert_client import WorkerClient, worker_env
+from sirerag.retrievers._colbert_client import WorkerClient
+from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
 from sirerag.retrievers.base import Hit
+
+__all__ = [
+    "DEFAULT_CHECKPOINT", "ColBERTRetriever", "build_colbert_index", "checkpoint_key", "colbert_indexes",
+    "collection_text", "compile_extensions", "load", "resolve_checkpoint", "write_collection",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,68 +58,6 @@ PLAID = "plaid"
 
 def entries_fingerprint(entry_ids: Sequence[str]) -> str:
     return hashlib.sha1("\n".join(entry_ids).encode("utf-8")).hexdigest()
-
-
-def _require_colbert() -> str:
-    """Check that colbert-ai can run here (without importing it); returns its version."""
-    if importlib.util.find_spec("colbert") is None:
-        raise MissingExtraError(
-            "the optional dependency 'colbert-ai' is needed for the ColBERT retriever but is not installed; "
-            "install it with: pip install 'sirerag[colbert]' (see docs/export.md for CPU notes)"
-        )
-    transformers = importlib.metadata.version("transformers")
-    if int(transformers.split(".")[0]) >= 5:
-        raise MissingExtraError(
-            f"colbert-ai needs transformers<5 (its indexing crashes with 5.x), found transformers {transformers}; "
-            "install a compatible one with: pip install 'sirerag[colbert]'"
-        )
-    return importlib.metadata.version("colbert-ai")
-
-
-def resolve_checkpoint(checkpoint: str) -> Path:
-    """The local folder of a ColBERT checkpoint given as a path or a Hugging Face name.
-
-    A name is looked up in the local Hugging Face cache first; it is downloaded only
-    when missing and ``HF_HUB_OFFLINE`` is not set.
-
-    Raises:
-        ConfigError: a local path without a model in it, or a name that cannot be found.
-    """
-    check(isinstance(checkpoint, str) and bool(checkpoint.strip()), "checkpoint", checkpoint,
-          "a local checkpoint folder or a Hugging Face model name")
-    path = Path(checkpoint).expanduser()
-    if path.exists():
-        check(path.is_dir() and (path / "config.json").is_file(), "checkpoint", checkpoint,
-              "a folder with a Hugging Face model (config.json, weights, tokenizer; ColBERT's artifact.metadata)")
-        return path.resolve()
-    if checkpoint.startswith((".", "/", "~")) or checkpoint.count("/") > 1:
-        raise ConfigError(f"checkpoint must be an existing folder or a Hugging Face name, got {checkpoint!r} "
-                          "(no such folder)")
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(checkpoint, local_files_only=True))
-    except Exception as cached_error:  # not in the cache: try the hub unless told to stay offline
-        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-        reason = f"{type(cached_error).__name__}"
-        if not offline:
-            try:
-                logger.info("downloading ColBERT checkpoint %s from the Hugging Face Hub", checkpoint)
-                return Path(snapshot_download(checkpoint))
-            except Exception as exc:
-                reason = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-    raise ConfigError(
-        f"checkpoint {checkpoint!r} is not a local folder, not in the Hugging Face cache, and could not be "
-        f"downloaded ({reason}). On a machine with network run once: "
-        f"huggingface-cli download {checkpoint} --local-dir ./{checkpoint.split('/')[-1]} "
-        f"and pass that folder (--checkpoint ./{checkpoint.split('/')[-1]})"
-    )
-
-
-def checkpoint_key(checkpoint: str) -> str:
-    """How a checkpoint is recorded in the manifest: a resolved path, or the name as given."""
-    path = Path(checkpoint).expanduser()
-    return str(path.resolve()) if path.exists() else checkpoint
 
 
 def _slug(key: str) -> str:
@@ -168,7 +107,7 @@ def build_colbert_index(
     check(isinstance(doc_maxlen, int) and 8 <= doc_maxlen <= 512, "doc_maxlen", doc_maxlen, "an integer in [8, 512]")
     check(isinstance(kmeans_niters, int) and kmeans_niters >= 1, "kmeans_niters", kmeans_niters, "an integer >= 1")
     check(timeout > 0, "timeout", timeout, "a positive number of seconds")
-    version = _require_colbert()
+    version = require_colbert()
     index = _as_index(index)
     check(len(index.pool) > 0, "index", str(index.path), "an index with at least one pool entry")
     local = resolve_checkpoint(checkpoint)
@@ -252,9 +191,13 @@ class ColBERTRetriever:
     def _open(self) -> WorkerClient:
         if self._worker is None or not self._worker.alive:
             worker = WorkerClient(cwd=self.folder)
-            worker.call("open", {"checkpoint": str(self.checkpoint), "collection": str(self.folder / COLLECTION),
-                                 "root": str(self.folder), "name": PLAID, "query_maxlen": self.query_maxlen},
-                        timeout=self.timeout)
+            try:
+                worker.call("open", {"checkpoint": str(self.checkpoint), "collection": str(self.folder / COLLECTION),
+                                     "root": str(self.folder), "name": PLAID, "query_maxlen": self.query_maxlen},
+                            timeout=self.timeout)
+            except BaseException:
+                worker.kill()  # an index it could not open: do not leave it running
+                raise
             self._worker = worker
         return self._worker
 
@@ -323,7 +266,7 @@ def load(
     Raises:
         MissingExtraError, ConfigError, SireragError: see :func:`build_colbert_index`.
     """
-    _require_colbert()
+    require_colbert()
     index = _as_index(index)
     recorded = colbert_indexes(index.manifest)
     if checkpoint is None:
@@ -342,27 +285,3 @@ def load(
     assert record is not None  # built above when missing
     return ColBERTRetriever(index.path / record["path"], resolve_checkpoint(checkpoint),
                             query_maxlen=query_maxlen, timeout=timeout)
-
-
-def compile_extensions(timeout: float = 1200.0) -> None:
-    """Compile colbert-ai's four CPU extensions ahead of time, in parallel.
-
-    They are cached under ``TORCH_EXTENSIONS_DIR`` (torch's default:
-    ``~/.cache/torch_extensions``), so this is a one-off (CI install step).
-
-    Raises:
-        SireragError: a compile failed or took longer than ``timeout`` seconds.
-    """
-    _require_colbert()
-    proc = subprocess.Popen([sys.executable, "-m", "sirerag.retrievers._colbert_worker", "--compile-extensions"],
-                            env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        os.killpg(proc.pid, signal.SIGKILL)  # the compilers it started too
-        proc.wait()
-        raise SireragError(f"compiling colbert-ai's extensions took longer than {timeout:g} s") from exc
-    if proc.returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-20:])
-        raise SireragError(f"compiling colbert-ai's extensions failed (exit code {proc.returncode}):\n{tail}")

@@ -97,10 +97,10 @@ def group_by_entity(propositions: Sequence[Proposition]) -> list[EntityGroup]:
     return groups
 
 
-def table3_stats(propositions: Sequence[Proposition]) -> dict[str, Any]:
+def table3_stats(propositions: Sequence[Proposition], groups: Sequence[EntityGroup] | None = None) -> dict[str, Any]:
     """The paper's Table 3 figures that depend only on propositions: counts and propositions
-    per entity (avg/max/min)."""
-    groups = group_by_entity(propositions)
+    per entity (avg/max/min); ``groups`` may pass :func:`group_by_entity`'s result."""
+    groups = group_by_entity(propositions) if groups is None else groups
     sizes = [len(g.propositions) for g in groups]
     linked = sum(1 for p in propositions if normalize_entities(p.entities))
     return {
@@ -143,11 +143,13 @@ def build_aggregates(propositions: Sequence[Proposition], *, max_tokens: int = 5
     texts = sorted({collapse_ws(p.text) for g in kept for p in g.propositions})
     n_tokens = dict(zip(texts, count_tokens_many(texts, encoding))) if texts else {}
     nodes: dict[str, Node] = {}
-    merged = split_entities = oversized = 0
+    merged = split_entities = 0
+    oversized: set[str] = set()
     for group in kept:
         parts = _split(group.propositions, n_tokens, max_tokens, encoding)
         split_entities += len(parts) > 1
-        oversized += sum(1 for part in parts if len(part) == 1 and n_tokens[collapse_ws(part[0].text)] > max_tokens)
+        oversized.update(part[0].id for part in parts
+                         if len(part) == 1 and n_tokens[collapse_ws(part[0].text)] > max_tokens)
         for part in parts:
             text = " ".join(collapse_ws(p.text) for p in part)
             node = Node(id=Node.make_id("aggregate", "relatedness", 0, text), text=text, kind="aggregate",
@@ -163,7 +165,7 @@ def build_aggregates(propositions: Sequence[Proposition], *, max_tokens: int = 5
                                       passages=tuple(dict.fromkeys(old.passages + node.passages)))
             else:
                 nodes[node.id] = node
-    stats = table3_stats(propositions)
+    stats = table3_stats(propositions, groups)
     stats.update(
         aggregates=len(nodes),
         aggregation_rule=RULE_SKIP if skip_redundant else RULE_ALL,
@@ -172,7 +174,7 @@ def build_aggregates(propositions: Sequence[Proposition], *, max_tokens: int = 5
         entities_skipped_redundant=skipped,
         aggregates_merged_identical=merged,
         entities_split=split_entities,
-        oversized_propositions=oversized,
+        oversized_propositions=len(oversized),
     )
     logger.info("aggregates: %d from %d entities (%s; %d split, %d identical merged)", len(nodes), len(groups),
                 stats["aggregation_rule"], split_entities, merged)
