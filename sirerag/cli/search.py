@@ -16,10 +16,13 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", help="ColBERT checkpoint (local path or name) for --retriever colbert")
     p.add_argument("--fact-filter", metavar="LLM_SPEC",
                    help="LLM that filters the retrieved facts of --linking fact (HippoRAG 2's recognition memory)")
+    p.add_argument("--passage-weight", type=float,
+                   help="--retriever ppr: weight of the dense passage scores in the reset (default 0.05 fact, 0 ner)")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
-    pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter))
+    pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter),
+             ("passage_weight", args.passage_weight))
     return {k: v for k, v in pairs if v is not None}
 
 

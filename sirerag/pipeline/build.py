@@ -129,7 +129,8 @@ def build_index(
 
         with _Timer(report, "extraction"):
             extraction = extract(chunks, documents, config=config.extraction,
-                                 llm=_load_llm(config, cache, extraction=True), out=out)
+                                 llm=_load_llm(config, cache, extraction=True), out=out,
+                                 show_progress=show_progress)
         propositions = list(extraction.propositions)
         save_records(out, PROPOSITIONS, propositions)
         report.counts["extraction"] = extraction.stats
