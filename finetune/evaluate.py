@@ -28,7 +28,7 @@ from sirerag.io import atomic_path, write_json
 from sirerag.llm.base import LLMCallError, LLMRequest
 from sirerag.types import Document
 
-from finetune.data import Example, read_examples
+from finetune.dataset import Example, read_examples
 from finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from finetune.config import LoRAConfig, OptimConfig, TrainConfig, bundled_configs, load_train_config
-from finetune.data import (
+from finetune.dataset import (
     Example,
     card_markdown,
     extraction_example,
@@ -234,3 +234,86 @@ def test_sirerag_does_not_import_finetune():
             "print(any(m == 'finetune' or m.startswith('finetune.') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ---------------------------------------------------------------- teacher pipeline (scripted teacher)
+
+
+class ScriptedTeacher:
+    """Stands in for the teacher LLM: answers each prompt with the first scripted text whose key
+    occurs in it (the pipeline under test is the data code, not the model)."""
+
+    spec = "scripted:teacher"
+
+    def __init__(self, script):
+        self.script, self.requests = script, []
+
+    def complete(self, request):
+        return self.complete_many([request])[0]
+
+    def complete_many(self, requests, *, return_exceptions=False):
+        from sirerag.llm.base import Completion
+
+        out = []
+        for request in requests:
+            self.requests.append(request)
+            prompt = request.messages[-1][1]
+            paragraph = prompt.rsplit("Paragraph:", 1)[1]
+            text = next(answer for key, answer in self.script[request.prompt_version] if key in paragraph)
+            out.append(Completion(text=text, prompt_tokens=10, completion_tokens=10, finish_reason="stop"))
+        return out
+
+
+def test_teacher_examples_keep_only_outputs_that_pass_the_build_checks():
+    from sirerag.config import ChunkingConfig
+    from sirerag.types import Document
+
+    from finetune.data import teacher_examples
+
+    docs = [Document(id="d1", title="Ada", text="Ada Lovelace was a mathematician. She wrote an algorithm."),
+            Document(id="d2", title="Bridge", text="The Harwick Bridge opened in 1931. It crosses the Tame."),
+            Document(id="d3", title="Baikal", text="Lake Baikal is in Siberia. It is very deep.")]
+    teacher = ScriptedTeacher({
+        "coref_rewrite@1": [
+            ("Ada Lovelace", "Ada Lovelace was a mathematician. Ada Lovelace wrote an algorithm."),
+            ("Harwick", "Output: The Eiffel Tower is a landmark in Paris, built for a world fair."),  # drift
+            ("Baikal", "Lake Baikal is in Siberia. Lake Baikal is very deep.")],
+        "extract_propositions@1": [
+            ("Ada Lovelace wrote", '```json\n{"f1": {"fact": "Ada Lovelace wrote an algorithm.", '
+                                   '"entities": ["Ada Lovelace"]}}\n```'),
+            ("Harwick", 'Sure! {"f1": {"fact": "The Harwick Bridge opened in 1931", "entities": ["Harwick Bridge",'
+                        ' "1931", "Paris"]}, "f2": {"fact": "Peter Mbeki is an ecologist.", "entities": []}}'),
+            ("Baikal", "I am sorry, I cannot do that.")],
+    })
+    examples, rejected, counts = teacher_examples(docs, teacher, chunking=ChunkingConfig(mode="passage"),
+                                                  max_attempts=1, show_progress=False)
+    by = {(e.task, e.doc_id): e for e in examples}
+    assert sorted(by) == [("extract", "d1"), ("extract", "d2"), ("rewrite", "d1"), ("rewrite", "d3")]
+    assert sorted((r["stage"], r["doc_id"]) for r in rejected) == [("extract", "d3"), ("rewrite", "d2")]
+    assert "of the original words" in next(r["reason"] for r in rejected if r["stage"] == "rewrite")
+    assert next(r["raw"] for r in rejected if r["stage"] == "extract") == ["I am sorry, I cannot do that."]
+    # extraction reads the accepted rewrite, or the original text when the rewrite was refused
+    assert by["extract", "d1"].inputs["paragraph"] == "Ada Lovelace was a mathematician. Ada Lovelace wrote an algorithm."
+    assert by["extract", "d2"].inputs["paragraph"] == docs[1].content
+    # the target is the cleaned facts, canonically serialised: the echoed example fact and the
+    # entity not in the text ("Paris") are gone, the prose around the JSON too
+    assert by["extract", "d2"].messages[-1][1] == ('```json\n{\n  "f1": {"fact": "The Harwick Bridge opened in 1931", '
+                                                  '"entities": ["Harwick Bridge", "1931"]}\n}\n```')
+    assert counts["facts_dropped_by_cleaning"] == 1 and counts["entities_dropped_ungrounded"] == 1
+    assert by["rewrite", "d1"].messages[-1] == ("assistant", teacher.script["coref_rewrite@1"][0][1])
+    assert all(e.messages[-2][0] == "user" and e.prompt in ("coref_rewrite@1", "extract_propositions@1")
+               for e in examples)
+
+
+def test_make_teacher_data_refuses_when_nothing_is_valid(tmp_path, monkeypatch):
+    import sirerag.llm.factory as factory
+    from sirerag.types import Document
+
+    from finetune.data import make_teacher_data
+
+    garbage = ScriptedTeacher({"coref_rewrite@1": [("", "")], "extract_propositions@1": [("", "no")]})
+    monkeypatch.setattr(factory, "load_llm", lambda spec, **kw: garbage)
+    docs = [Document(id="d1", title="", text="Ada Lovelace was a mathematician.")]
+    with pytest.raises(ConfigError, match="produced no valid example"):
+        make_teacher_data(docs, tmp_path, teacher="scripted:x", max_attempts=1, show_progress=False)
+    assert len((tmp_path / "rejected.jsonl").read_text().splitlines()) == 2

@@ -117,6 +117,7 @@ def build_index(
             tree = build_similarity_tree(
                 chunks, leaf_embeddings, embedder=embedder, summarizer=summarizer,
                 clustering=config.clustering, tree=config.tree, random_state=config.seed,
+                show_progress=show_progress,
             )
         trees.append(tree)
         report.counts["similarity_tree"] = tree.stats
@@ -142,6 +143,7 @@ def build_index(
             rtree = build_relatedness_tree(
                 propositions, embedder=embedder, summarizer=summarizer, clustering=config.clustering,
                 tree=config.tree, relatedness=config.relatedness, random_state=config.seed,
+                show_progress=show_progress,
             )
         trees.append(rtree)
         report.counts["relatedness_tree"] = rtree.stats
