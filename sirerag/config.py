@@ -185,7 +185,7 @@ class RelatednessConfig:
     ``aggregates=False``; (D) (C) with ``summaries=False``."""
 
     aggregate_max_tokens: int = 512
-    skip_redundant_entities: bool = False
+    skip_redundant_entities: bool = True
     summaries: bool = True
     aggregates: bool = True
     include_propositions: bool = False

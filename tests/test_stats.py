@@ -43,7 +43,7 @@ def config(**relatedness) -> BuildConfig:  # noqa: ANN003
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory):  # noqa: ANN001, ANN201
     out = tmp_path_factory.mktemp("tiny-index")
-    build_index(DOCS, out, config(), show_progress=False)
+    build_index(DOCS, out, config(skip_redundant_entities=False), show_progress=False)
     return out
 
 
