@@ -10,6 +10,7 @@ checkpoint never unpickles anything.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ def list_checkpoints(out: Path) -> list[Path]:
     folder = out / CHECKPOINTS
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob("step-*") if (p / STATE).is_file())
+    return sorted(p for p in folder.glob("step-*") if re.fullmatch(r"step-\d{6}", p.name) and (p / STATE).is_file())
 
 
 def save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, scheduler: Any,

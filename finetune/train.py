@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 from sirerag.errors import ConfigError, InputError, require
 from sirerag.io import read_jsonl, write_json, write_jsonl
 
-from finetune.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from finetune.checkpoint import find_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from finetune.config import TrainConfig
 from finetune.modeling import (IGNORE_INDEX, EncodedExample, encode_rows, load_base_model, read_chat_jsonl,
                                serve_spec)
@@ -83,9 +83,12 @@ def train_lora(
     import torch
 
     config.validate()
+    out = Path(out)
+    if resume is None and list_checkpoints(out):
+        raise ConfigError(f"out {str(out)!r} already holds checkpoints of a run; pass --resume to continue it "
+                          "or choose a new folder")
     peft = require("peft", "finetune", purpose="LoRA fine-tuning")
     transformers = require("transformers", "finetune", purpose="LoRA fine-tuning")
-    out = Path(out)
     opt = config.optim
     model, tokenizer = load_base_model(config.model)
     device = next(model.parameters()).device.type

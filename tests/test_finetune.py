@@ -317,3 +317,24 @@ def test_make_teacher_data_refuses_when_nothing_is_valid(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="produced no valid example"):
         make_teacher_data(docs, tmp_path, teacher="scripted:x", max_attempts=1, show_progress=False)
     assert len((tmp_path / "rejected.jsonl").read_text().splitlines()) == 2
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def test_training_refuses_to_mix_runs_and_finds_checkpoints(tmp_path):
+    from finetune.checkpoint import find_checkpoint, list_checkpoints
+    from finetune.train import train_lora
+
+    for name in ("step-000010", "step-000020", "step-000030.tmp"):  # a .tmp is a crashed write
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+        (tmp_path / "checkpoints" / name / "state.json").write_text("{}")
+    (tmp_path / "checkpoints" / "step-000040").mkdir()  # no state.json: incomplete
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-000010", "step-000020"]
+    assert find_checkpoint(tmp_path, "latest").name == "step-000020"
+    with pytest.raises(ConfigError, match="resume must be 'latest' or a checkpoint folder"):
+        find_checkpoint(tmp_path, tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="found none"):
+        find_checkpoint(tmp_path / "empty", "latest")
+    with pytest.raises(ConfigError, match="already holds checkpoints"):  # raised before any model is loaded
+        train_lora(load_train_config("smollm2-135m-cpu"), tmp_path / "train.jsonl", tmp_path)

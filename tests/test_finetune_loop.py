@@ -55,8 +55,16 @@ HAND_WRITTEN = {
                      ("The first Moomins book appeared in 1945.", ["Moomins", "1945"])],
 }
 BUDGETS = {"rewrite_max_tokens": 64, "extract_max_tokens": 96, "max_attempts": 1}
+EXTRACTION = ExtractionConfig(extractor="llm", **BUDGETS)
 STEPS = 24
 TIMINGS: dict[str, float] = {}
+DOWNSTREAM: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="module")
+def llm_cache(tmp_path_factory):
+    """One call cache for the student's downstream evaluation and the build (same requests)."""
+    return tmp_path_factory.mktemp("cache")
 
 
 @pytest.fixture(scope="module")
@@ -203,17 +211,18 @@ def test_adapter_reloads_with_identical_outputs(dataset, trained):
     assert completion.text == result.tokenizer.decode(trained_ids[:cut], skip_special_tokens=True).strip()
 
 
-def test_evaluation_before_and_after(teacher, dataset, trained, tmp_path):
+def test_evaluation_before_and_after(teacher, dataset, trained, llm_cache, tmp_path):
     from finetune.evaluate import evaluate_extractor, write_report
 
     folder, _, validation = dataset
     _, result = trained
     reports = []
     # the base model is the teacher here: its answers to the teacher's own requests come from the call cache
-    for spec, cache in (("hf:smollm2", teacher[0] / "cache"), (result.summary["serve_spec"], None)):
+    for spec, cache, corpus in (("hf:smollm2", teacher[0] / "cache", None),
+                                (result.summary["serve_spec"], llm_cache / "llm", DOCS[:1])):
         start = time.perf_counter()
         reports.append(evaluate_extractor(spec, folder / "validation.jsonl", llm_config=LLM, cache_dir=cache,
-                                          show_progress=False))
+                                          corpus=corpus, extraction=EXTRACTION, show_progress=False))
         TIMINGS[f"evaluate {spec[:20]}"] = time.perf_counter() - start
     write_report(reports, tmp_path)
     for report in reports:
@@ -223,21 +232,51 @@ def test_evaluation_before_and_after(teacher, dataset, trained, tmp_path):
         for key in ("precision", "recall", "f1"):
             assert 0.0 <= extract["entities"][key] <= 1.0 and 0.0 <= extract["propositions"][key] <= 1.0
     assert reports[1]["extractor"].startswith("hf:smollm2+adapter=")
+    downstream = reports[1]["downstream"]
+    assert downstream["extraction"]["chunks"] == 1 and downstream["pool"]["leaves"] == 1
+    assert downstream["pool"]["aggregates"] == downstream["aggregates"]["aggregates"]
+    assert downstream["aggregates"]["propositions"] == downstream["extraction"]["propositions"]
+    DOWNSTREAM.update(downstream)
     print("\n" + (tmp_path / "eval.md").read_text())  # shown with pytest -s: the before/after table
     print("timings (s):", {k: round(v, 1) for k, v in TIMINGS.items()})
 
 
-def test_build_uses_the_adapter_for_extraction(trained, tmp_path):
+def test_build_uses_the_adapter_for_extraction(trained, llm_cache, tmp_path):
+    from dataclasses import replace
+
     from sirerag.pipeline.build import build_index
 
     _, result = trained
-    config = BuildConfig(
-        trees=("relatedness",), chunking=ChunkingConfig(mode="passage"),
-        extraction=ExtractionConfig(extractor="llm", llm=result.summary["serve_spec"], rewrite_max_tokens=64,
-                                    extract_max_tokens=96, max_attempts=1))
-    report = build_index(DOCS[:1], tmp_path / "index", config, show_progress=False)
+    config = BuildConfig(trees=("relatedness",), chunking=ChunkingConfig(mode="passage"),
+                         extraction=replace(EXTRACTION, llm=result.summary["serve_spec"]))
+    report = build_index(DOCS[:1], tmp_path / "index", config, cache_dir=llm_cache, show_progress=False)
     manifest = read_json(tmp_path / "index" / "manifest.json")
     assert manifest["extractor"].startswith(f"llm:hf:smollm2+adapter={result.adapter_dir.resolve()}#")
     assert report.counts["extraction"]["chunks"] == 1
     rewrites = list(read_jsonl(tmp_path / "index" / "rewrites.jsonl"))
     assert len(rewrites) == 1 and rewrites[0]["rewrite"]  # the adapter answered the rewrite stage too
+    if DOWNSTREAM:  # the evaluation ran the same extraction stage through the same cache
+        assert report.counts["extraction"]["propositions"] == DOWNSTREAM["extraction"]["propositions"]
+
+
+def test_loss_mask_covers_exactly_the_assistant_turns(trained):
+    from finetune.modeling import IGNORE_INDEX, encode_chat
+
+    _, result = trained
+    tokenizer = result.tokenizer
+    messages = [{"role": "user", "content": "Name a lake."}, {"role": "assistant", "content": "Lake Baikal."},
+                {"role": "user", "content": "Where is it?"}, {"role": "assistant", "content": "In Siberia."}]
+    example = encode_chat(tokenizer, messages)
+    full = tokenizer.apply_chat_template(messages, tokenize=False)
+    assert list(example.input_ids) == tokenizer(full, add_special_tokens=False)["input_ids"]
+    spans, current = [], []
+    for token, label in zip(example.input_ids, example.labels):
+        if label == IGNORE_INDEX:
+            if current:
+                spans.append(current)
+            current = []
+        else:
+            assert label == token
+            current.append(token)
+    spans.append(current)
+    assert [tokenizer.decode(s) for s in spans] == ["Lake Baikal.<|im_end|>\n", "In Siberia.<|im_end|>\n"]

@@ -96,14 +96,13 @@ class _Run:
 
     def raptor_pass(self, rows: np.ndarray) -> list[np.ndarray]:
         """Global then local clustering of ``rows`` (sorted); returns sorted row subsets."""
-        dim = self.config.reduction_dim
-        if len(rows) <= dim + 1 or len(np.unique(self.matrix[rows], axis=0)) <= dim + 1:
-            return [rows]  # too few (distinct) points to reduce to `dim` dimensions
+        if not self._reducible(rows):
+            return [rows]
         reduced = self._reduce(rows, n_neighbors=int(math.sqrt(len(rows) - 1)))
         out: list[np.ndarray] = []
         for members in self._soft_clusters(reduced):
             global_rows = rows[members]
-            if len(global_rows) <= dim + 1:
+            if not self._reducible(global_rows):
                 out.append(global_rows)
                 continue
             local = self._reduce(global_rows, n_neighbors=min(LOCAL_NEIGHBORS, len(global_rows) - 1))
@@ -130,6 +129,11 @@ class _Run:
             else:
                 out.extend(self.bound_tokens(parts))
         return out
+
+    def _reducible(self, rows: np.ndarray) -> bool:
+        """More than ``reduction_dim + 1`` rows, and as many distinct ones: enough to reduce."""
+        limit = self.config.reduction_dim + 1
+        return len(rows) > limit and len(np.unique(self.matrix[rows], axis=0)) > limit
 
     def _reduce(self, rows: np.ndarray, *, n_neighbors: int) -> np.ndarray:
         start, cpu = time.perf_counter(), time.process_time()
