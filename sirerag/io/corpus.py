@@ -15,13 +15,12 @@ and the line (``.jsonl``), the row index (``.json``) or the file path (folders).
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from sirerag.errors import InputError
-from sirerag.io.files import read_json
+from sirerag.io.files import read_json, read_jsonl_numbered
 from sirerag.types import Document, collapse_ws, document_id
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ def load_corpus(path: str | Path) -> list[Document]:
     elif not path.exists():
         raise InputError(f"corpus not found: {path}")
     elif path.suffix.lower() == ".jsonl":
-        rows = ((f"{path}:{lineno}", obj) for lineno, obj in _jsonl_rows(path))
+        rows = ((f"{path}:{lineno}", obj) for lineno, obj in read_jsonl_numbered(path))
     elif path.suffix.lower() == ".json":
         rows = _json_rows(path)
     else:
@@ -64,22 +63,6 @@ def load_corpus(path: str | Path) -> list[Document]:
     if not documents:
         raise InputError(f"{path}: empty corpus (no documents)")
     return documents
-
-
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed value)`` for each non-blank line (``read_jsonl`` with line numbers)."""
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:

@@ -58,8 +58,8 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
     return n
 
 
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the objects of a JSONL file; errors name the file and line. Blank lines are skipped."""
+def read_jsonl_numbered(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, parsed value)`` for each non-blank line; errors name the file and line."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"file not found: {path}")
@@ -72,12 +72,17 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
-            if not isinstance(obj, dict):
-                raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            yield obj
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSONL file; errors name the file and line. Blank lines are skipped."""
+    for lineno, obj in read_jsonl_numbered(path):
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield obj
 
 
 def write_json(path: str | Path, obj: Any) -> None:
