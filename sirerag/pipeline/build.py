@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 
 from sirerag.config import BuildConfig
 from sirerag.io import write_manifest
