@@ -65,6 +65,9 @@ def add_subcommands(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=0.5, help="minimum similarity of a matched proposition")
     p.add_argument("--corpus", help="small corpus for downstream statistics")
     p.add_argument("--limit", type=int, help="with --corpus: use only the first N documents")
+    p.add_argument("--rewrite-max-tokens", type=int, default=512, help="with --corpus: as in the build")
+    p.add_argument("--extract-max-tokens", type=int, default=1024, help="with --corpus: as in the build")
+    p.add_argument("--max-attempts", type=int, default=2, help="with --corpus: as in the build")
     _llm_options(p)
     p.set_defaults(func=run_evaluate)
 
@@ -128,6 +131,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    from sirerag.config import ExtractionConfig
     from sirerag.io.corpus import load_corpus
 
     from finetune.evaluate import evaluate_extractor, report_markdown, write_report
@@ -137,10 +141,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     corpus = None
     if args.corpus:
         corpus = load_corpus(args.corpus)[: args.limit] if args.limit else load_corpus(args.corpus)
+    extraction = ExtractionConfig(extractor="llm", rewrite_max_tokens=args.rewrite_max_tokens,
+                                  extract_max_tokens=args.extract_max_tokens, max_attempts=args.max_attempts)
     reports = [evaluate_extractor(spec, data, llm_config=_llm_config(args), cache_dir=args.cache,
                                   max_examples=args.max_examples, max_tokens=args.max_tokens,
                                   similarity=args.similarity, threshold=args.threshold, corpus=corpus,
-                                  show_progress=progress_enabled(args))
+                                  extraction=extraction, show_progress=progress_enabled(args))
                for spec in args.extractor]
     if args.out:
         write_report(reports, args.out)
