@@ -107,8 +107,8 @@ def teacher_examples(
 
 
 def _reason_kind(reason: str | None) -> str:
-    """Group reasons that differ only in numbers ("keeps only 41% ..." -> "keeps only #% ...")."""
-    return re.sub(r"\d+(?:\.\d+)?", "#", reason or "unknown")
+    """Group reasons that differ only in numbers ("keeps only 41% ..." -> "keeps only N% ...")."""
+    return re.sub(r"\d+(?:\.\d+)?", "N", reason or "unknown")
 
 
 def make_teacher_data(

@@ -124,7 +124,7 @@ def build(chunks, leaves, embedder, *, bic_search: str, levels: int, seed: int, 
     }
 
 
-def compare_searches(stats: ClusterStats, seed: int) -> dict:
+def compare_searches(stats: ClusterStats, seed: int, curves: list | None = None) -> dict:
     """Rerun each fast search exhaustively on the same reduced points (reusing the BIC
     values the fast search already computed: same k, same seed, same model)."""
     same, deltas, gaps, extra_fits = 0, [], [], 0
@@ -143,6 +143,8 @@ def compare_searches(stats: ClusterStats, seed: int) -> dict:
 
         with threadpool_limits(limits=1):  # as in the build
             k_full = search_k(bic, k_max, "exhaustive")
+        if curves is not None:
+            curves.append({"n": len(points), "k_max": k_max, "bic": [values[k] for k in range(1, k_max + 1)]})
         same += k_full == k_fast
         deltas.append(abs(k_full - k_fast))
         gaps.append((values[k_fast] - values[k_full]) / abs(values[k_full]))
@@ -171,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "sirerag-bench"),
                         help="where the leaf embedding matrix is cached")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--curves", help="with --exhaustive: write every search's BIC(k) for k = 1..k_max "
+                                         "to this JSON file (to study other search strategies offline)")
     args = parser.parse_args(argv)
 
     documents = load_corpus(args.corpus)
@@ -187,7 +191,10 @@ def main(argv: list[str] | None = None) -> int:
                  keep=args.exhaustive)
     result["fast"] = {k: v for k, v in fast.items() if k != "_stats"}
     if args.exhaustive:
-        result["fast_vs_exhaustive_same_data"] = compare_searches(fast["_stats"], args.seed)
+        curves: list = []
+        result["fast_vs_exhaustive_same_data"] = compare_searches(fast["_stats"], args.seed, curves)
+        if args.curves:
+            Path(args.curves).write_text(json.dumps(curves) + "\n", encoding="utf-8")
         full = build(chunks, leaves, embedder, bic_search="exhaustive", levels=args.levels, seed=args.seed,
                      keep=False)
         result["exhaustive"] = {k: v for k, v in full.items() if k != "_stats"}

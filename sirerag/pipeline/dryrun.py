@@ -179,8 +179,12 @@ def _summary_stages(tree: str, planner: _PlanningSummarizer, lookup: "_CacheLook
     for level, requests in enumerate(planner.levels, start=1):
         exact = exact_first and level == 1
         bound = sum(r.max_tokens for r in requests)
-        basis = ("exact inputs (real clusters of the real texts)" if exact else
-                 "estimated: clusters of offline stand-in summaries of the same token budget")
+        if exact:
+            basis = "exact inputs (real clusters of the real texts)"
+        elif level == 1 and tree == "relatedness":
+            basis = "estimated: clusters of aggregates of the offline propositions"
+        else:
+            basis = "estimated: clusters of offline stand-in summaries of the same token budget"
         out.append(StageEstimate(f"{tree} summaries, level {level}", len(requests),
                                  sum(request_tokens(r) for r in requests), bound, bound,
                                  basis + "; output = the max_tokens bound",
