@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from sirerag.config.build import section_from_mapping
 from sirerag.errors import ConfigError, check
 
 if sys.version_info >= (3, 11):
@@ -162,7 +163,7 @@ class TrainConfig:
         unknown = sorted(set(data) - set(_SECTIONS))
         if unknown:
             raise ConfigError(f"{source}: unknown section(s) {unknown}; allowed: {sorted(_SECTIONS)}")
-        kwargs = {name: _section(section_cls, data[name], f"{source}: [{name}]")
+        kwargs = {name: section_from_mapping(section_cls, data[name], f"{source}: [{name}]", lists_as_tuples=True)
                   for name, section_cls in _SECTIONS.items() if name in data}
         return cls(**kwargs)
 
@@ -180,25 +181,14 @@ class TrainConfig:
             except tomllib.TOMLDecodeError:
                 value = raw.strip()
             current = getattr(config, section)
-            updated = _section(type(current), {**{f.name: getattr(current, f.name) for f in fields(current)},
-                                               name: value}, f"--set {item!r}")
+            values = {**{f.name: getattr(current, f.name) for f in fields(current)}, name: value}
+            updated = section_from_mapping(type(current), values, f"--set {item!r}", lists_as_tuples=True)
             config = replace(config, **{section: updated})
         return config
 
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
-
-
-def _section(section_cls: type, values: Any, where: str) -> Any:
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{where} must be a table of settings, got {values!r}")
-    names = {f.name for f in fields(section_cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {unknown}; allowed: {sorted(names)}")
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    return section_cls(**kwargs)
 
 
 def bundled_configs() -> list[str]:

@@ -216,3 +216,18 @@ def test_rejects_bad_input() -> None:
     with pytest.raises(ConfigError, match="clustering.bic_search"):
         cluster(np.zeros((3, 4), np.float32), [1, 2, 3], config=ClusteringConfig(bic_search="golden"),
                 random_state=0)
+
+
+def test_two_far_apart_groups_of_duplicates_in_float32() -> None:
+    """Seen on HotpotQA's aggregates: float32 rounding makes the single-component covariance
+    of duplicated points singular; the mixture is refitted in float64 instead of failing."""
+    from sirerag.clustering.gmm import best_mixture, fit_mixture
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0, 10, 10), rng.normal(0, 10, 10)
+    points = np.array([a] * 15 + [b] * 15, dtype=np.float32)
+    model = fit_mixture(points, 1, 0)
+    assert model.means_.shape == (1, 10)
+    best = best_mixture(points, 5, 0, search="fast", stats=ClusterStats())
+    labels = best.predict(points)
+    assert best.n_components == 2 and len(set(labels[:15])) == 1 and set(labels[:15]) != set(labels[15:])

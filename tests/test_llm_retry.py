@@ -88,14 +88,18 @@ def test_failures_are_returned_per_item_and_never_cached(flaky, tmp_path):
     assert (stats["hits"], stats["misses"], stats["failures"]) == (2, 2, 2)
 
 
-def test_concurrency_is_bounded(flaky):
+def test_concurrency_is_bounded(flaky, caplog):
     llm = backend(flaky, LLMConfig(max_concurrency=3, timeout=10.0))
     requests = [req(f"[sleep:0.3] n{i}") for i in range(9)]
     start = time.perf_counter()
-    results = llm.complete_many(requests)
+    with caplog.at_level("WARNING", logger="sirerag.llm.openai_backend"):
+        results = llm.complete_many(requests)
     elapsed = time.perf_counter() - start
     assert [r.text for r in results] == [f"echo: [sleep:0.3] n{i}" for i in range(9)]  # in request order
-    assert flaky.max_in_flight == 3
+    # A request the client gave up on (a timeout on an overloaded machine) can still be running
+    # on the server when its retry arrives; only then may the server see more than 3 at once.
+    retried = sum("retry" in r.getMessage() for r in caplog.records)
+    assert 3 <= flaky.max_in_flight <= 3 + retried
     assert elapsed < 9 * 0.3  # ran in parallel, not one after another
 
 

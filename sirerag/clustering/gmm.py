@@ -123,15 +123,34 @@ def search_k(bic: Callable[[int], float], k_max: int, search: str = "fast") -> i
 
 
 def fit_mixture(points: np.ndarray, k: int, random_state: int):  # noqa: ANN201 - GaussianMixture
-    """One Gaussian mixture with RAPTOR's settings (scikit-learn defaults)."""
+    """One Gaussian mixture with RAPTOR's settings (scikit-learn defaults).
+
+    float32 points whose covariance is numerically singular (for example a few
+    duplicated points far apart: a rank-deficient covariance whose rounding error in
+    float32 exceeds the 1e-6 regularisation) are refitted in float64; a single
+    component that still fails gets a larger regularisation, since one cluster is
+    always a valid answer. Other failures raise ``ValueError``.
+    """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
 
-    model = GaussianMixture(n_components=k, covariance_type="full", n_init=1, random_state=random_state)
-    with warnings.catch_warnings():
-        # a mixture that stops at max_iter is still a valid candidate, as in RAPTOR
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return model.fit(points)
+    attempts = [(points, 1e-6)]
+    if points.dtype != np.float64:
+        attempts.append((points.astype(np.float64), 1e-6))
+    if k == 1:
+        attempts.append((points.astype(np.float64), 1e-3))
+    for i, (data, reg_covar) in enumerate(attempts):
+        model = GaussianMixture(n_components=k, covariance_type="full", n_init=1, random_state=random_state,
+                                reg_covar=reg_covar)
+        with warnings.catch_warnings():
+            # a mixture that stops at max_iter is still a valid candidate, as in RAPTOR
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            try:
+                return model.fit(data)
+            except ValueError:
+                if i == len(attempts) - 1:
+                    raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def soft_cluster(points: np.ndarray, *, max_clusters: int, threshold: float, random_state: int, search: str,

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from sirerag.extraction.progress import run_requests
+from sirerag.llm.progress import run_requests
 from sirerag.llm.base import LLM, Completion, LLMCallError
 from sirerag.llm.prompts import COREF_REWRITE
 from sirerag.types import Chunk, Document, collapse_ws

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from sirerag.extraction.parse import Fact, ParseError, parse_facts
-from sirerag.extraction.progress import run_requests
+from sirerag.llm.progress import run_requests
 from sirerag.llm.base import LLM, LLMCallError, LLMRequest
 from sirerag.llm.prompts import EXTRACT_PROPOSITIONS
 

@@ -46,12 +46,12 @@ class _Timer:
         self.report.timings[self.name] = round(time.perf_counter() - self.start, 3)
 
 
-def make_summarizer(config: BuildConfig, llm: Any | None):  # noqa: ANN201 - a Summarizer
+def make_summarizer(config: BuildConfig, llm: Any | None, *, show_progress: bool = False):  # noqa: ANN201
     """The LLM summariser when an LLM is configured, else the offline extractive one."""
     if llm is not None:
         from sirerag.trees.llm_summarizer import LLMSummarizer
 
-        return LLMSummarizer(llm, max_tokens=config.tree.summary_max_tokens)
+        return LLMSummarizer(llm, max_tokens=config.tree.summary_max_tokens, show_progress=show_progress)
     from sirerag.trees.extractive import ExtractiveSummarizer
 
     return ExtractiveSummarizer(max_tokens=config.tree.summary_max_tokens)
@@ -103,7 +103,7 @@ def build_index(
     embedder = load_embedder(config.embedder.spec, batch_size=config.embedder.batch_size,
                              cache_dir=cache / "embeddings", show_progress=show_progress)
     llm = _load_llm(config, cache)
-    summarizer = make_summarizer(config, llm)
+    summarizer = make_summarizer(config, llm, show_progress=show_progress)
     report.components.update(embedder={"spec": embedder.spec, "load_spec": config.embedder.spec,
                                        "dim": embedder.dim},
                              summarizer=summarizer.spec, llm=llm.spec if llm is not None else None)

@@ -1,9 +1,9 @@
 """Cluster summaries written by an LLM (RAPTOR's recursive summaries).
 
 Each group's texts are joined with blank lines into :data:`~sirerag.llm.prompts.SUMMARY`
-and every group of a call goes to the model in one ``complete_many`` (so the
-backend batches or parallelises them and the call cache stores each as it
-arrives). If any item fails after the backend's retries, :meth:`LLMSummarizer.summarize`
+and the groups of a call go to the model in slices of ``complete_many`` (so the
+backend batches or parallelises them, the call cache stores each as it arrives and
+a progress bar advances). If any item fails after the backend's retries, :meth:`LLMSummarizer.summarize`
 raises: no placeholder is ever stored as a summary. Completed items stay in the
 call cache, so a rerun pays only for the failed ones.
 """
@@ -14,6 +14,7 @@ from typing import Sequence
 
 from sirerag.errors import check
 from sirerag.llm.base import LLM, LLMCallError, LLMRequest
+from sirerag.llm.progress import run_requests
 from sirerag.llm.prompts import SUMMARY
 
 logger = logging.getLogger(__name__)
@@ -32,16 +33,19 @@ class LLMSummarizer:
         llm: any object following the :class:`~sirerag.llm.base.LLM` protocol.
         max_tokens: completion budget of each summary.
         temperature: 0 for greedy decoding (the default, reproducible and cacheable).
+        show_progress: a progress bar over the summaries of each level.
 
     Raises:
         ConfigError: ``max_tokens`` is not a positive integer.
     """
 
-    def __init__(self, llm: LLM, max_tokens: int = 100, *, temperature: float = 0.0) -> None:
+    def __init__(self, llm: LLM, max_tokens: int = 100, *, temperature: float = 0.0,
+                 show_progress: bool = False) -> None:
         check(isinstance(max_tokens, int) and max_tokens >= 1, "max_tokens", max_tokens, "a positive integer")
         self.llm = llm
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.show_progress = show_progress
 
     @property
     def spec(self) -> str:
@@ -59,7 +63,7 @@ class LLMSummarizer:
         out = [""] * len(groups)
         if not requests:
             return out
-        results = self.llm.complete_many(requests, return_exceptions=True)
+        results = run_requests(self.llm, requests, desc="summaries (LLM)", show_progress=self.show_progress)
         failures = [(i, r) for i, r in zip(positions, results) if isinstance(r, Exception)]
         if failures:
             first_group, first_error = failures[0]

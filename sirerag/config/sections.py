@@ -1,29 +1,9 @@
-"""Build configuration: explicit keyword dataclasses, one per stage.
-
-Constructors do no work; :meth:`BuildConfig.validate` runs when a build starts
-and raises :class:`~sirerag.errors.ConfigError` naming the parameter, the value
-received and what is allowed. A TOML file maps onto the same sections::
-
-    trees = ["similarity", "relatedness"]
-    seed = 224
-    [chunking]
-    mode = "passage"
-    [clustering]
-    threshold = 0.1
-"""
+"""Per-stage configuration sections; each validates itself when a build starts."""
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
-from typing import Any, Mapping
+from dataclasses import dataclass
 
-from sirerag.errors import ConfigError, check
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from sirerag.errors import check
 
 TREE_CHOICES = ("similarity", "relatedness")
 
@@ -233,90 +213,3 @@ _SECTIONS: dict[str, type] = {
     "relatedness": RelatednessConfig,
     "graph": GraphConfig,
 }
-
-
-@dataclass(frozen=True)
-class BuildConfig:
-    """Everything ``sirerag build`` needs; ``seed`` threads into UMAP and the mixtures."""
-
-    trees: tuple[str, ...] = ("similarity", "relatedness")
-    seed: int = 224
-    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
-    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
-    clustering: ClusteringConfig = field(default_factory=ClusteringConfig)
-    tree: TreeConfig = field(default_factory=TreeConfig)
-    llm: LLMConfig = field(default_factory=LLMConfig)
-    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
-    relatedness: RelatednessConfig = field(default_factory=RelatednessConfig)
-    graph: GraphConfig = field(default_factory=GraphConfig)
-
-    def validate(self) -> "BuildConfig":
-        """Check every section; returns ``self`` so calls can be chained."""
-        check(isinstance(self.trees, tuple) and all(t in TREE_CHOICES for t in self.trees)
-              and len(set(self.trees)) == len(self.trees), "trees", self.trees,
-              f"a tuple of distinct values from {TREE_CHOICES} (empty for leaves only)")
-        check(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "a non-negative integer")
-        for name in _SECTIONS:
-            getattr(self, name).validate()
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"trees": list(self.trees), "seed": self.seed}
-        for name in _SECTIONS:
-            section = getattr(self, name)
-            out[name] = {f.name: getattr(section, f.name) for f in fields(section)}
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> "BuildConfig":
-        """Build from a nested mapping (a parsed TOML file); unknown keys are errors."""
-        allowed = {"trees", "seed", *_SECTIONS}
-        unknown = sorted(set(data) - allowed)
-        if unknown:
-            raise ConfigError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-        kwargs: dict[str, Any] = {}
-        if "trees" in data:
-            trees = data["trees"]
-            kwargs["trees"] = tuple(trees) if isinstance(trees, (list, tuple)) else trees
-        if "seed" in data:
-            kwargs["seed"] = data["seed"]
-        for name, section_cls in _SECTIONS.items():
-            if name in data:
-                kwargs[name] = _section(section_cls, data[name], f"{source}: [{name}]")
-        return cls(**kwargs)
-
-    def with_overrides(self, **sections: Mapping[str, Any]) -> "BuildConfig":
-        """Return a copy with fields of named sections replaced (``trees``/``seed`` as plain values)."""
-        changes: dict[str, Any] = {}
-        for name, values in sections.items():
-            if name in ("trees", "seed"):
-                changes[name] = values
-            elif name in _SECTIONS:
-                current = getattr(self, name)
-                _section(type(current), values, f"[{name}]")  # rejects unknown fields
-                changes[name] = replace(current, **dict(values))
-            else:
-                raise ConfigError(f"unknown config section {name!r}; allowed: {sorted(_SECTIONS)}")
-        return replace(self, **changes)
-
-
-def _section(section_cls: type, values: Any, where: str) -> Any:
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{where} must be a table of settings, got {values!r}")
-    names = {f.name for f in fields(section_cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {unknown}; allowed: {sorted(names)}")
-    return section_cls(**dict(values))
-
-
-def load_config(path: str | Path) -> BuildConfig:
-    """Read a TOML build configuration; errors name the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return BuildConfig.from_dict(data, source=str(path))
