@@ -18,10 +18,8 @@ when the index has them) to map entries back to passages, and ``export.json``
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -30,7 +28,7 @@ import numpy as np
 
 from sirerag import __version__
 from sirerag.errors import ConfigError, check, require
-from sirerag.io import atomic_path, save_npy, write_json, write_jsonl
+from sirerag.io import atomic_dir, atomic_path, save_npy, write_json, write_jsonl
 from sirerag.pool import DOCUMENTS, Index, load_index
 from sirerag.types import Node
 
@@ -160,10 +158,7 @@ def export_pool(index: Index | str | Path, out: str | Path, format: str, *, over
     out = Path(out)
     _check_out(out, overwrite)
     index = index if isinstance(index, Index) else load_index(index)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes it private
-    try:
+    with atomic_dir(out) as tmp:
         files = WRITERS[format](index, tmp)
         if (index.path / DOCUMENTS).is_file():
             shutil.copyfile(index.path / DOCUMENTS, tmp / DOCUMENTS)
@@ -174,23 +169,6 @@ def export_pool(index: Index | str | Path, out: str | Path, format: str, *, over
             "entries": len(index.pool), "files": files, "embedder": index.manifest.get("embedder"),
             "embedding_dim": int(index.pool.embeddings.shape[1]),
         })
-        _swap_in(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     logger.info("exported %d entries as %s to %s", len(index.pool), format, out)
     return ExportReport(out=out, format=format, rows=len(index.pool), files=tuple(files))
 
-
-def current_umask() -> int:
-    """The process umask (read by setting and restoring it)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _swap_in(tmp: Path, out: Path) -> None:
-    old = out.with_name(f".{out.name}.old-{os.getpid()}")
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)

@@ -69,3 +69,21 @@ def test_atomic_path_creates_parent(tmp_path):
     with atomic_path(tmp_path / "deep" / "f.json") as tmp:
         tmp.write_text(json.dumps([1]))
     assert json.loads((tmp_path / "deep" / "f.json").read_text()) == [1]
+
+
+def test_atomic_dir_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_path):
+    from sirerag.io import atomic_dir
+
+    target = tmp_path / "out"
+    with atomic_dir(target) as tmp:
+        (tmp / "a.txt").write_text("first")
+    assert (target / "a.txt").read_text() == "first"
+    with pytest.raises(RuntimeError):
+        with atomic_dir(target) as tmp:
+            (tmp / "a.txt").write_text("second")
+            raise RuntimeError("stop")
+    assert (target / "a.txt").read_text() == "first"
+    with atomic_dir(target) as tmp:
+        (tmp / "b.txt").write_text("third")
+    assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary or old folder left

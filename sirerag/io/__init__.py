@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from sirerag.io.files import (
     FORMAT_VERSION,
+    atomic_dir,
     atomic_path,
     load_npy,
     read_json,
@@ -16,6 +17,7 @@ from sirerag.io.files import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "atomic_dir",
     "atomic_path",
     "load_npy",
     "read_json",

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from sirerag.errors import check
-from sirerag.export import collection_text, current_umask, write_collection
-from sirerag.io import read_json, read_manifest, write_json
+from sirerag.export import collection_text, write_collection
+from sirerag.io import atomic_dir, read_json, read_manifest, write_json
 from sirerag.pool import Index, load_index, register_component
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
@@ -115,25 +112,22 @@ def build_colbert_index(
     root = index.path.resolve() / COMPONENT  # absolute: the worker runs in another directory
     root.mkdir(parents=True, exist_ok=True)
     entry_ids = [e.id for e in index.pool.entries]
-    build_dir = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
-    os.chmod(build_dir, 0o777 & ~current_umask())  # mkdtemp makes it private
+    final = root / _slug(key)
     start = time.perf_counter()
     logger.info("building the ColBERT index of %d entries with %s (nbits=%d, doc_maxlen=%d)",
                 len(entry_ids), checkpoint, nbits, doc_maxlen)
-    worker = WorkerClient(cwd=build_dir)
-    try:
-        write_collection(build_dir / COLLECTION, [e.text for e in index.pool.entries])
-        write_json(build_dir / ENTRY_IDS, entry_ids)
-        stats = worker.call("build", {
-            "checkpoint": str(local), "collection": str(build_dir / COLLECTION), "out": str(build_dir),
-            "name": PLAID, "nbits": nbits, "doc_maxlen": doc_maxlen, "kmeans_niters": kmeans_niters,
-        }, timeout=timeout)
-        worker.close()
-        final = root / _slug(key)
-        _replace_dir(build_dir, final)
-    finally:
-        worker.kill()
-        shutil.rmtree(build_dir, ignore_errors=True)
+    with atomic_dir(final) as build_dir:
+        worker = WorkerClient(cwd=build_dir)
+        try:
+            write_collection(build_dir / COLLECTION, [e.text for e in index.pool.entries])
+            write_json(build_dir / ENTRY_IDS, entry_ids)
+            stats = worker.call("build", {
+                "checkpoint": str(local), "collection": str(build_dir / COLLECTION), "out": str(build_dir),
+                "name": PLAID, "nbits": nbits, "doc_maxlen": doc_maxlen, "kmeans_niters": kmeans_niters,
+            }, timeout=timeout)
+            worker.close()
+        finally:
+            worker.kill()
     seconds = round(time.perf_counter() - start, 2)
     record = {
         "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "nbits": nbits, "doc_maxlen": doc_maxlen,
@@ -151,14 +145,6 @@ def build_colbert_index(
     logger.info("ColBERT index written to %s in %.1f s", final, seconds)
     return record
 
-
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Move ``src`` to ``dst``, replacing an existing ``dst`` (renamed away first)."""
-    old = dst.with_name(f".old-{dst.name}-{os.getpid()}")
-    if dst.exists():
-        os.replace(dst, old)
-    os.replace(src, dst)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 class ColBERTRetriever:
