@@ -18,11 +18,14 @@ colbert-ai's four CPU extensions in parallel and exits.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
 from pathlib import Path
 from typing import Any, Callable
+
+logger = logging.getLogger(__name__)
 
 #: colbert-ai's CPU extensions: (name, source file relative to the colbert package).
 #: The flags must match colbert-ai's own ``load`` calls so that it reuses the build.
@@ -129,7 +132,7 @@ def compile_extensions() -> int:
 
     spec = importlib.util.find_spec("colbert")
     if spec is None or not spec.submodule_search_locations:
-        print("colbert-ai is not installed", file=sys.stderr)
+        logger.error("colbert-ai is not installed")
         return 1
     package = Path(list(spec.submodule_search_locations)[0])
     code = ("import sys; from torch.utils.cpp_extension import load; "
@@ -154,6 +157,7 @@ def describe(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--compile-extensions"]:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")  # a process entry point
         return compile_extensions()
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # whatever colbert prints (Python or C++) goes to stderr
