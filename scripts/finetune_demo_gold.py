@@ -14,16 +14,16 @@ are scored the same way (``finetune evaluate``).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 from finetune.config import load_train_config
 from finetune.dataset import extraction_example, write_dataset
-from finetune.evaluate import evaluate_extractor, report_markdown
+from finetune.evaluate import evaluate_extractor, write_report
 from finetune.train import train_lora
 from sirerag.config import LLMConfig
 from sirerag.extraction import Fact
+from sirerag.io import read_jsonl
 
 GOLD = Path(__file__).resolve().parents[1] / "tests" / "data" / "tagger_gold.jsonl"
 
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=160, help="completion budget of the evaluation")
     args = ap.parse_args()
     out = Path(args.out)
-    rows = [json.loads(line) for line in GOLD.open(encoding="utf-8")]
+    rows = list(read_jsonl(GOLD))
     splits: dict[str, list] = {"train": [], "validation": []}
     for i, row in enumerate(rows):
         example = extraction_example(row["sentence"], [Fact(row["sentence"], tuple(row["entities"]))],
@@ -58,8 +58,8 @@ def main() -> None:
         reports.append(evaluate_extractor(spec, data / "validation.jsonl", llm_config=llm,
                                           cache_dir=out / "cache", max_tokens=args.max_tokens))
         timings[f"evaluate {spec.split('+')[0]}{' + adapter' if '+' in spec else ''}"] = time.perf_counter() - start
-    (out / "eval.json").write_text(json.dumps(reports, indent=2))
-    print(report_markdown(reports))
+    write_report(reports, out)
+    print((out / "eval.md").read_text(encoding="utf-8"))
     print(f"train: {len(splits['train'])} rows, validation: {len(splits['validation'])} rows; "
           f"steps {args.steps}; loss {result.summary['first_loss']:.3f} -> {result.summary['final_loss']:.3f}; "
           f"validation loss {result.summary.get('eval_loss')}")

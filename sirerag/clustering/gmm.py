@@ -134,11 +134,8 @@ def fit_mixture(points: np.ndarray, k: int, random_state: int):  # noqa: ANN201 
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
 
-    attempts = [(points, 1e-6)]
-    if points.dtype != np.float64:
-        attempts.append((points.astype(np.float64), 1e-6))
-    if k == 1:
-        attempts.append((points.astype(np.float64), 1e-3))
+    wide = points.astype(np.float64, copy=False)
+    attempts = [(points, 1e-6)] + ([(wide, 1e-6)] if wide is not points else []) + ([(wide, 1e-3)] if k == 1 else [])
     for i, (data, reg_covar) in enumerate(attempts):
         model = GaussianMixture(n_components=k, covariance_type="full", n_init=1, random_state=random_state,
                                 reg_covar=reg_covar)
