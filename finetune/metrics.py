@@ -8,11 +8,12 @@ similarity matrix, pairs below a threshold left unmatched).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
+
+from sirerag.evaluation.text import overlap_f1
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -24,14 +25,7 @@ def tokenize(text: str) -> list[str]:
 
 def token_f1(prediction: str, reference: str) -> float:
     """SQuAD-style bag-of-tokens F1 between two texts (1.0 when both are empty)."""
-    pred, ref = tokenize(prediction), tokenize(reference)
-    if not pred or not ref:
-        return float(pred == ref)
-    common = sum((Counter(pred) & Counter(ref)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
+    return overlap_f1(tokenize(prediction), tokenize(reference))
 
 
 def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:

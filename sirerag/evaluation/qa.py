@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Sequence
 
 from sirerag.errors import check
 from sirerag.evaluation.retrieval import ContextBuilder
-from sirerag.evaluation.text import normalize_answer
+from sirerag.evaluation.text import normalize_answer, overlap_f1
 from sirerag.llm.base import LLM, Completion, LLMCallError, LLMRequest
 from sirerag.llm.prompts import QA_READER
 from sirerag.types import Pool
@@ -42,17 +41,7 @@ def exact_match(prediction: str, answers: Sequence[str]) -> float:
 def f1_score(prediction: str, answers: Sequence[str]) -> float:
     """Best SQuAD token F1 of the prediction against any of the answers."""
     pred_tokens = normalize_answer(prediction).split()
-    best = 0.0
-    for answer in answers:
-        gold_tokens = normalize_answer(answer).split()
-        if not pred_tokens or not gold_tokens:
-            best = max(best, float(pred_tokens == gold_tokens))
-            continue
-        common = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
-        if common:
-            precision, recall = common / len(pred_tokens), common / len(gold_tokens)
-            best = max(best, 2 * precision * recall / (precision + recall))
-    return best
+    return max((overlap_f1(pred_tokens, normalize_answer(a).split()) for a in answers), default=0.0)
 
 
 def clean_answer(text: str) -> str:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 import string
+from collections import Counter
+from typing import Sequence
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = set(string.punctuation)
@@ -15,6 +17,17 @@ def normalize_answer(text: str) -> str:
     text = "".join(ch for ch in text if ch not in _PUNCT)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
+
+
+def overlap_f1(prediction: Sequence[str], reference: Sequence[str]) -> float:
+    """SQuAD's bag-of-tokens F1 between two token lists (1.0 when both are empty, 0.0 when one is)."""
+    if not prediction or not reference:
+        return float(not prediction and not reference)
+    common = sum((Counter(prediction) & Counter(reference)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(prediction), common / len(reference)
+    return 2 * precision * recall / (precision + recall)
 
 
 def is_yes_no(answers: list[str] | tuple[str, ...]) -> bool:
