@@ -1,4 +1,4 @@
-"""``sirerag eval DIR --questions Q.jsonl``: retrieval recall on benchmark questions."""
+"""``sirerag eval DIR --questions Q.jsonl`` (or ``--beir FOLDER``): retrieval metrics on benchmark questions."""
 from __future__ import annotations
 
 import argparse
@@ -10,11 +10,18 @@ from sirerag.cli.search import add_retriever_options, retriever_options
 
 def register(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate retrieval on benchmark questions",
-                       description="passage_recall@k and answer_recall@T of a retriever over an index.")
+                       description="passage_recall@k, nDCG@10, MRR@10 and answer_recall@T of a retriever over an "
+                       "index.")
     p.add_argument("index", help="index directory written by sirerag build")
-    p.add_argument("--questions", required=True, help="questions.jsonl with question, answers, gold_passage_ids")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--questions", help="questions.jsonl with question, answers, gold_passage_ids")
+    source.add_argument("--beir", metavar="FOLDER", help="a BEIR folder (queries.jsonl, qrels/SPLIT.tsv) whose "
+                        "corpus.jsonl the index was built from; qrels with score > 0 are the gold")
     add_retriever_options(p)
-    p.add_argument("--split", help="only questions of this split (e.g. dev)")
+    p.add_argument("--split", help="only questions of this split (e.g. dev); with --beir, the qrels file "
+                   "(default test)")
+    p.add_argument("--run", metavar="OUT.trec", help="also write the passage ranking of every question as a "
+                   "TREC run file (for trec_eval, ranx, pyserini)")
     p.add_argument("--limit", type=int, help="only the first N questions")
     p.add_argument("--depth", type=int, default=200, help="entries retrieved per question (default 200)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="also write the results as JSON to OUT")
@@ -31,24 +38,46 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
+    from sirerag.evaluation.retrieval import NO_ANSWERS, evaluate_retrieval
+    from sirerag.evaluation.trec import write_run
     from sirerag.io import write_json
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
 
     index = load_index(args.index)
-    questions = load_questions(args.questions, split=args.split, limit=args.limit)
+    questions = _questions(args, index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
-    result: dict[str, Any] = {"index": str(index.path), "questions": str(args.questions)}
-    result.update(evaluate_retrieval(index.pool, retriever, questions, depth=args.depth,
-                                     show_progress=progress_enabled(args)))
+    result: dict[str, Any] = {"index": str(index.path), "questions": str(args.questions or args.beir)}
+    evaluation = evaluate_retrieval(index.pool, retriever, questions, depth=args.depth,
+                                    show_progress=progress_enabled(args))
+    result.update(evaluation.to_dict())
     result["pool_entries"] = len(index.pool)
     print_table(result)
+    if evaluation.no_answer_excluded == len(questions):
+        print(f"  {NO_ANSWERS}")
+    if args.run:
+        lines = write_run(args.run, evaluation.rankings, tag=f"sirerag-{retriever.name}")
+        print(f"  TREC run: {lines} lines written to {args.run}")
     if args.reader:
         result.update(_read(args, index, retriever, questions))
     if args.json_out:
         write_json(args.json_out, result)
     return 0
+
+
+def _questions(args: argparse.Namespace, index: Any) -> list[Any]:
+    """``--questions`` or ``--beir``; with ``--beir``, the gold ids must be passages of the index."""
+    from sirerag.errors import InputError
+    from sirerag.evaluation.retrieval import load_beir_questions, load_questions
+
+    if not args.beir:
+        return load_questions(args.questions, split=args.split, limit=args.limit)
+    questions = load_beir_questions(args.beir, split=args.split or "test", limit=args.limit)
+    known = {pid for entry in index.pool.entries for pid in entry.passages}
+    if not any(pid in known for q in questions for pid in q.gold_passage_ids):
+        raise InputError(f"{args.beir}: none of the judged documents is a passage of {args.index}; build the index "
+                         f"from {args.beir}/corpus.jsonl (sirerag build keeps BEIR's _id)")
+    return questions
 
 
 def print_table(result: dict[str, Any]) -> None:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from sirerag.errors import InputError
+from sirerag.evaluation.metrics import ndcg, passage_recall, reciprocal_rank
 from sirerag.evaluation.text import contains_answer, is_yes_no
 from sirerag.io import read_jsonl
 from sirerag.retrievers.base import Hit, Retriever
@@ -32,6 +33,11 @@ logger = logging.getLogger(__name__)
 
 PASSAGE_KS = (2, 5, 10, 20)
 TOKEN_BUDGETS = (256, 512, 1024, 2048)
+#: cut-off of nDCG and MRR (BEIR's headline figures are nDCG@10 and MRR@10)
+RANK_K = 10
+#: ``passage_recall_curve[i]`` of the results is passage recall at k = i + 1
+CURVE_MAX_K = 20
+NO_ANSWERS = "answer recall skipped: no question has gold answers (BEIR qrels carry none)"
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,6 @@ def passage_ranking(hits: Sequence[Hit], pool: Pool) -> list[str]:
     return list(seen)
 
 
-def passage_recall(ranked: Sequence[str], gold: Sequence[str], k: int) -> float:
-    gold_set = set(gold)
-    return len(gold_set.intersection(ranked[:k])) / len(gold_set) if gold_set else 0.0
-
-
 class ContextBuilder:
     """Concatenates ranked entries up to a token budget (cl100k tokens)."""
 
@@ -112,6 +113,43 @@ class ContextBuilder:
         return "\n\n".join(parts)
 
 
+@dataclass(frozen=True)
+class RetrievalResult:
+    """Retrieval metrics of one retriever on a set of questions (means over questions, 0..1).
+
+    ``to_dict()`` gives the JSON of ``sirerag eval --json``; ``rankings`` (question id ->
+    ranked passage ids, for ``--run``) is not part of it.
+    """
+
+    retriever: str
+    n_questions: int
+    passage_recall: Mapping[int, float]
+    answer_recall: Mapping[int, float | None]
+    passage_recall_curve: tuple[float, ...]
+    ndcg: Mapping[int, float]
+    mrr: Mapping[int, float]
+    answer_recall_questions: int
+    yes_no_excluded: int
+    no_answer_excluded: int
+    latency_ms_p50: float
+    latency_ms_p95: float
+    rankings: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready results; the keys are those ``sirerag eval --json`` has always written, then
+        ``ndcg@10``, ``mrr@10``, ``passage_recall_curve`` (k = 1..20) and ``no_answer_excluded``."""
+        out: dict[str, Any] = {"retriever": self.retriever, "n_questions": self.n_questions}
+        out.update({f"passage_recall@{k}": v for k, v in self.passage_recall.items()})
+        out.update({f"answer_recall@{t}": v for t, v in self.answer_recall.items()})
+        out.update({f"ndcg@{k}": v for k, v in self.ndcg.items()})
+        out.update({f"mrr@{k}": v for k, v in self.mrr.items()})
+        out["passage_recall_curve"] = list(self.passage_recall_curve)
+        out.update(answer_recall_questions=self.answer_recall_questions, yes_no_excluded=self.yes_no_excluded,
+                   no_answer_excluded=self.no_answer_excluded, latency_ms_p50=self.latency_ms_p50,
+                   latency_ms_p95=self.latency_ms_p95)
+        return out
+
+
 def evaluate_retrieval(
     pool: Pool,
     retriever: Retriever,
@@ -121,42 +159,91 @@ def evaluate_retrieval(
     budgets: Sequence[int] = TOKEN_BUDGETS,
     depth: int = 200,
     show_progress: bool = True,
-) -> dict[str, Any]:
-    """Passage recall@k and answer recall@T of ``retriever`` over ``pool``.
+) -> RetrievalResult:
+    """Passage recall@k, nDCG@10, MRR@10 and answer recall@T of ``retriever`` over ``pool``.
+
+    Passage metrics use the ranking of source passages (first appearance wins). Answer
+    recall leaves out yes/no questions and questions without answers; when no question
+    has answers (BEIR) it is ``None`` and the skip is logged.
 
     Args:
         depth: pool entries retrieved per question (enough to fill the largest budget).
-
-    Returns:
-        ``{"retriever", "n_questions", "passage_recall@k"..., "answer_recall@T"...,
-        "answer_recall_questions", "yes_no_excluded", "latency_ms_p50", "latency_ms_p95"}``.
     """
     from tqdm.auto import tqdm
 
     contexts = ContextBuilder(pool)
-    recalls = {k: [] for k in ks}
-    answer_hits = {t: [] for t in budgets}
+    per_question: dict[str, list[float]] = {}
+    answer_hits: dict[int, list[bool]] = {t: [] for t in budgets}
+    rankings: dict[str, tuple[str, ...]] = {}
     latencies: list[float] = []
-    excluded = 0
+    yes_no = no_answer = 0
+    curve_ks = range(1, CURVE_MAX_K + 1)
     for q in tqdm(questions, desc=f"eval {retriever.name}", unit="q", disable=not show_progress):
         start = time.perf_counter()
         hits = retriever.search(q.question, k=depth)
         latencies.append((time.perf_counter() - start) * 1000.0)
         ranked = passage_ranking(hits, pool)
-        for k in ks:
-            recalls[k].append(passage_recall(ranked, q.gold_passage_ids, k))
-        if is_yes_no(q.answers):
-            excluded += 1
-            continue
-        for t in budgets:
-            answer_hits[t].append(contains_answer(contexts.context(hits, t), q.answers))
-    result: dict[str, Any] = {"retriever": retriever.name, "n_questions": len(questions)}
-    for k in ks:
-        result[f"passage_recall@{k}"] = round(float(np.mean(recalls[k])), 4)
-    for t in budgets:
-        result[f"answer_recall@{t}"] = round(float(np.mean(answer_hits[t])), 4) if answer_hits[t] else None
-    result["answer_recall_questions"] = len(questions) - excluded
-    result["yes_no_excluded"] = excluded
-    result["latency_ms_p50"] = round(float(np.percentile(latencies, 50)), 2)
-    result["latency_ms_p95"] = round(float(np.percentile(latencies, 95)), 2)
-    return result
+        rankings[q.id] = tuple(ranked)
+        gold = q.gold_passage_ids
+        values = {**{f"r{k}": passage_recall(ranked, gold, k) for k in ks},
+                  **{f"c{k}": passage_recall(ranked, gold, k) for k in curve_ks},
+                  "ndcg": ndcg(ranked, gold, RANK_K), "mrr": reciprocal_rank(ranked, gold, RANK_K)}
+        for key, value in values.items():
+            per_question.setdefault(key, []).append(value)
+        if not q.answers:
+            no_answer += 1
+        elif is_yes_no(q.answers):
+            yes_no += 1
+        else:
+            for t in budgets:
+                answer_hits[t].append(contains_answer(contexts.context(hits, t), q.answers))
+    if questions and no_answer == len(questions):
+        logger.info(NO_ANSWERS)
+
+    def mean(key: str) -> float:
+        return float(np.mean(per_question[key])) if per_question else 0.0
+
+    return RetrievalResult(
+        retriever=retriever.name,
+        n_questions=len(questions),
+        passage_recall={k: mean(f"r{k}") for k in ks},
+        answer_recall={t: float(np.mean(answer_hits[t])) if answer_hits[t] else None for t in budgets},
+        passage_recall_curve=tuple(mean(f"c{k}") for k in curve_ks),
+        ndcg={RANK_K: mean("ndcg")},
+        mrr={RANK_K: mean("mrr")},
+        answer_recall_questions=len(questions) - yes_no - no_answer,
+        yes_no_excluded=yes_no,
+        no_answer_excluded=no_answer,
+        latency_ms_p50=round(float(np.percentile(latencies, 50)), 2) if latencies else 0.0,
+        latency_ms_p95=round(float(np.percentile(latencies, 95)), 2) if latencies else 0.0,
+        rankings=rankings,
+    )
+
+
+def load_beir_questions(folder: str | Path, *, split: str = "test", limit: int | None = None) -> list[Question]:
+    """Questions of a BEIR folder with BEIR's own ids (an index built from its ``corpus.jsonl``
+    keeps them): queries with at least one judgement of score > 0, those being the gold.
+    Answers come from a query's ``metadata.answers`` when present (folders sirerag writes),
+    else there are none and answer recall is skipped.
+
+    Raises:
+        InputError: a missing file, a malformed row or judgement, or no judged query.
+    """
+    from sirerag.datasets.beir import query_answers, read_beir
+
+    beir = read_beir(folder, split)
+    out: list[Question] = []
+    for qid, text in beir.queries.items():
+        gold = tuple(d for d, score in beir.qrels.get(qid, {}).items() if score > 0)
+        if gold:
+            out.append(Question(id=qid, question=text, answers=tuple(query_answers(beir.metadata[qid])),
+                                gold_passage_ids=gold, split=split))
+        if limit is not None and len(out) >= limit:
+            break
+    skipped = len(beir.queries) - len(out)
+    if not out:
+        raise InputError(f"{beir.path}: no query has a judgement with score > 0 in qrels/{split}.tsv")
+    if skipped and limit is None:
+        logger.info("%s: %d quer(ies) without a relevant document in qrels/%s.tsv left out", beir.path, skipped,
+                    split)
+    return out
