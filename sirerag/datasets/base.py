@@ -240,9 +240,10 @@ def _short(value: Any) -> str:
 
 def question_row(collector: Collector, qid: str, question: str, answers: Sequence[str], gold: Sequence[str],
                  *, source: str, split: str, **extra: Any) -> dict[str, Any]:
-    """A ``shared/bench`` question row; ``gold_titles`` are the gold passages' titles, unique, in order."""
+    """A ``shared/bench`` question row; ``gold_titles`` are the gold passages' (non-empty) titles, unique,
+    in order."""
     gold = list(dict.fromkeys(gold))
-    titles = list(dict.fromkeys(collector.row(pid)["title"] for pid in gold))
+    titles = list(dict.fromkeys(t for t in (collector.row(pid)["title"] for pid in gold) if t))
     row: dict[str, Any] = {"id": qid, "question": question, "answers": list(answers), "gold_titles": titles,
                            "gold_passage_ids": gold, "source": source, "split": split}
     row.update({k: v for k, v in extra.items() if v is not None})
