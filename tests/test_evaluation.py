@@ -76,7 +76,7 @@ def test_evaluate_retrieval_metrics():
     ]
     retriever = _ListRetriever({"capital of france": ["l1", "l2"], "is rome old": ["l3"],
                                 "where is berlin": ["l3", "l2"]})
-    result = evaluate_retrieval(pool, retriever, questions, ks=(1, 2), budgets=(4, 64), show_progress=False)
+    result = evaluate_retrieval(pool, retriever, questions, ks=(1, 2), budgets=(4, 64), show_progress=False).to_dict()
     assert result["passage_recall@1"] == pytest.approx((1 + 1 + 0.5) / 3, abs=1e-4)
     assert result["passage_recall@2"] == pytest.approx(1.0)
     assert result["yes_no_excluded"] == 1 and result["answer_recall_questions"] == 2

@@ -36,8 +36,8 @@ class BeirFolder:
     metadata: dict[str, dict]
 
 
-def read_beir(folder: str | Path, split: str = "test") -> BeirFolder:
-    """Read a BEIR folder.
+def read_beir(folder: str | Path, split: str = "test", *, corpus: bool = True) -> BeirFolder:
+    """Read a BEIR folder (without ``corpus=True``, only its queries and qrels).
 
     Raises:
         InputError: a missing file, a malformed row or judgement (names file and line).
@@ -46,7 +46,7 @@ def read_beir(folder: str | Path, split: str = "test") -> BeirFolder:
     if not folder.is_dir():
         raise InputError(f"BEIR folder not found: {folder}")
     documents = []
-    for where, obj in records(folder / "corpus.jsonl"):
+    for where, obj in records(folder / "corpus.jsonl") if corpus else ():
         doc_id = str(field_of(where, obj, "_id", (str, int)))
         title = field_of(where, obj, "title", str, optional=True) or ""
         documents.append((doc_id, title, field_of(where, obj, "text", str)))

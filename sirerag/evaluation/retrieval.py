@@ -231,7 +231,7 @@ def load_beir_questions(folder: str | Path, *, split: str = "test", limit: int |
     """
     from sirerag.datasets.beir import query_answers, read_beir
 
-    beir = read_beir(folder, split)
+    beir = read_beir(folder, split, corpus=False)
     out: list[Question] = []
     for qid, text in beir.queries.items():
         gold = tuple(d for d, score in beir.qrels.get(qid, {}).items() if score > 0)
