@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sirerag.errors import InputError
-from sirerag.io.files import read_json, read_jsonl_numbered, write_jsonl
+from sirerag.io.files import json_type, read_json, read_jsonl_numbered, write_jsonl
 from sirerag.types import collapse_ws, document_id
 
 logger = logging.getLogger(__name__)
@@ -218,12 +218,6 @@ def write_conversion(conversion: Conversion, out: str | Path) -> tuple[Path, Pat
     write_jsonl(corpus, conversion.corpus)
     write_jsonl(questions, conversion.questions)
     return corpus, questions
-
-
-def json_type(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
-             float: "number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)
 
 
 _KIND_NAMES = {str: "string", list: "array", dict: "object", int: "number", float: "number", bool: "boolean"}

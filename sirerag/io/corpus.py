@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from sirerag.errors import InputError
+from sirerag.io.files import json_type as _json_type
 from sirerag.io.files import read_json, read_jsonl_numbered
 from sirerag.types import Document, collapse_ws, document_id
 
@@ -141,9 +142,3 @@ def _document(where: str, obj: Any, ignored: set[str]) -> Document:
         doc_id = str(raw)
     ignored.update(k for k in obj if k not in FIELDS and k != key)
     return Document(id=doc_id, text=text, title=title)
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
-             float: "number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)

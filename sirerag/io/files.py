@@ -105,6 +105,13 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
         yield obj
 
 
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (for error messages)."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+             float: "number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
