@@ -115,6 +115,12 @@ def test_ids_keeps_those_questions_in_order_with_their_paragraphs(tmp_path):
                                                  "Brackwater"]
     assert conv.dropped["question not in --ids"] == 1
     assert conv.dropped["--ids entry not in the input (not a question)"] == 1
+    for ids_file in (ids, FIX / "musique" / "musique_ans_v1.0_dev.jsonl"):  # a list, or a questions file's ids
+        out = tmp_path / ids_file.suffix.strip(".")
+        assert main(["data", "convert", "musique", str(FIX / "musique" / "musique_ans_v1.0_dev.jsonl"),
+                     "--ids", str(ids_file), "--out", str(out)]) == 0
+        kept = [q["id"] for q in _rows(out / "questions.jsonl")]
+        assert kept == (["3hop1__101_202_303"] if ids_file == ids else ["2hop__150763_14904", "3hop1__101_202_303"])
 
 
 def test_data_to_beir_and_back_is_identical(tmp_path, capsys):

@@ -97,7 +97,7 @@ def _gold_candidates(where: str, obj: Any) -> list[list[str]]:
 
 
 def _answers(where: str, obj: Any) -> list[str]:
-    key = "answer" if "answer" in obj else "gold_ans"
+    key = "gold_ans" if "gold_ans" in obj and "answer" not in obj else "answer"
     answer = field_of(where, obj, key, (str, list, int, float))
     out = [str(a) for a in (answer if isinstance(answer, list) else [answer])]
     out += [str(a) for a in field_of(where, obj, "answer_aliases", list, optional=True) or []]
