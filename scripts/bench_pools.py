@@ -7,6 +7,13 @@ says which build paid for them).
 
     python scripts/bench_pools.py --datasets musique 2wikimultihopqa hotpotqa \
         --variants none similarity --retrievers dense bm25 --split dev
+
+``--grid INDEX QUESTIONS`` instead evaluates, in one process, every retriever setting of
+``--configs`` (a JSON file: ``{"label": ["retriever", {options}], ...}``, or the
+built-in grid) over the index's full pool and over its leaves alone (the same index,
+pool restricted to ``kind == leaf``), query embeddings computed once:
+
+    python scripts/bench_pools.py --grid idx-musique ../shared/bench/musique/questions.jsonl --split dev
 """
 from __future__ import annotations
 
@@ -39,8 +46,85 @@ def timed(cmd: list[str], log: Path) -> tuple[float, float]:
     return seconds, (rss[-1] / 1024 if rss else float("nan"))
 
 
+GRID = {
+    "dense": ["dense", {}],
+    "bm25": ["bm25", {}],
+    "dense+bm25": ["dense+bm25", {}],
+    "ppr-ner": ["ppr", {"linking": "ner"}],
+    "dense+bm25+ppr": ["dense+bm25+ppr", {"linking": "ner"}],
+}
+
+
+class MemoEmbedder:
+    """Wraps an embedder; remembers every query and document vector it returned."""
+
+    def __init__(self, inner):
+        self.inner, self.spec, self.dim = inner, inner.spec, inner.dim
+        self.memo = {}
+
+    def _encode(self, side, texts):
+        import numpy as np
+
+        missing = list(dict.fromkeys(t for t in texts if (side, t) not in self.memo))
+        if missing:
+            vectors = getattr(self.inner, f"encode_{side}")(missing)
+            self.memo.update({(side, t): v for t, v in zip(missing, vectors)})
+        return np.stack([self.memo[(side, t)] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def encode_queries(self, texts):
+        return self._encode("queries", list(texts))
+
+    def encode_documents(self, texts):
+        return self._encode("documents", list(texts))
+
+
+def leaves_only(index):
+    """The same index with its pool restricted to leaves."""
+    from dataclasses import replace
+
+    from sirerag.types import Pool
+
+    rows = [i for i, e in enumerate(index.pool.entries) if e.kind == "leaf"]
+    return replace(index, pool=Pool(entries=tuple(index.pool.entries[i] for i in rows),
+                                    embeddings=index.pool.embeddings[rows]))
+
+
+def grid(args) -> None:
+    import logging
+
+    from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
+    from sirerag.pool import load_index
+    from sirerag.retrievers import load_retriever
+    from sirerag.retrievers.dense import index_embedder
+
+    logging.basicConfig(level=logging.WARNING)
+    index_dir, questions_path = args.grid
+    configs = json.loads(Path(args.configs).read_text()) if args.configs else GRID
+    full = load_index(index_dir)
+    pools = {"full": full, "leaves": leaves_only(full)}
+    questions = load_questions(questions_path, split=args.split, limit=args.limit)
+    embedder = MemoEmbedder(index_embedder(full))
+    rows = []
+    for label, (name, options) in configs.items():
+        for pool_name in args.pools:
+            index = pools[pool_name]
+            start = time.perf_counter()
+            retriever = load_retriever(name, index, embedder=embedder, **options) if name != "bm25" \
+                else load_retriever(name, index, **options)
+            result = evaluate_retrieval(index.pool, retriever, questions, show_progress=False)
+            row = {"config": label, "pool": pool_name, "seconds": round(time.perf_counter() - start, 1), **result}
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k not in ("latency_ms_p95",)}), flush=True)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rows, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid", nargs=2, metavar=("INDEX", "QUESTIONS"), help="evaluate a grid of retrievers in-process")
+    ap.add_argument("--configs", help="with --grid: JSON file of {label: [retriever, {options}]}")
+    ap.add_argument("--pools", nargs="+", default=["leaves", "full"], choices=["leaves", "full"])
+    ap.add_argument("--json", dest="json_out", help="with --grid: write the rows here")
     ap.add_argument("--bench", default=str(Path(__file__).resolve().parents[2] / "shared" / "bench"))
     ap.add_argument("--out", default="runs/bench")
     ap.add_argument("--datasets", nargs="+", default=["musique", "2wikimultihopqa", "hotpotqa"])
@@ -51,6 +135,8 @@ def main() -> None:
     ap.add_argument("--chunking", default="passage", choices=["passage", "tokens"])
     ap.add_argument("--rebuild", action="store_true", help="rebuild indexes that already exist")
     args = ap.parse_args()
+    if args.grid:
+        return grid(args)
     root = Path(args.out).resolve()
     root.mkdir(parents=True, exist_ok=True)
     (root / "ablation_a.toml").write_text("[relatedness]\nsummaries = false\n")

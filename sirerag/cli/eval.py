@@ -55,11 +55,15 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"retriever {result['retriever']} on {result['n_questions']} questions "
           f"(pool of {result.get('pool_entries', '?')} entries)")
     for key, value in result.items():
-        if "@" in key:
+        if "@" in key and not isinstance(value, dict):
             shown = "n/a" if value is None else f"{value:.4f}"
             print(f"  {key:<22} {shown}")
     print(f"  answer_recall over {result['answer_recall_questions']} questions "
           f"({result['yes_no_excluded']} yes/no left out)")
+    for key, value in result.items():
+        if key.startswith("kind_share@") and value:
+            shares = ", ".join(f"{kind} {share:.0%}" for kind, share in value.items())
+            print(f"  top-{key.split('@')[1]} slots by kind: {shares}")
     print(f"  latency ms p50 {result['latency_ms_p50']}  p95 {result['latency_ms_p95']}")
 
 

@@ -183,9 +183,14 @@ class GraphConfig:
 
     Synonym edges join entities with embedding cosine >= ``synonym_threshold``, at most
     ``synonym_max_neighbors`` per entity. ``damping``, ``tol`` and ``max_iter`` are the
-    PageRank defaults recorded with the graph (a search may override them)."""
+    PageRank defaults recorded with the graph (a search may override them). Each
+    document's title is an entity node tied to its passages with ``title_weight`` (0: no
+    title nodes). ``embed_facts`` also embeds the propositions for ``--linking fact``
+    (otherwise a fact-linking search embeds them when it loads)."""
 
     enabled: bool = False
+    title_weight: float = 2.0
+    embed_facts: bool = False
     synonym_threshold: float = 0.8
     synonym_max_neighbors: int = 100
     damping: float = 0.5
@@ -193,6 +198,9 @@ class GraphConfig:
     max_iter: int = 100
 
     def validate(self) -> None:
+        check(isinstance(self.title_weight, (int, float)) and not isinstance(self.title_weight, bool)
+              and self.title_weight >= 0, "graph.title_weight", self.title_weight, "a number >= 0")
+        check(isinstance(self.embed_facts, bool), "graph.embed_facts", self.embed_facts, "true or false")
         check(0.0 < float(self.synonym_threshold) <= 1.0, "graph.synonym_threshold", self.synonym_threshold,
               "a cosine similarity in (0, 1]")
         check(isinstance(self.synonym_max_neighbors, int) and self.synonym_max_neighbors >= 0,

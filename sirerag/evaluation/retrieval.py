@@ -120,16 +120,20 @@ def evaluate_retrieval(
     ks: Sequence[int] = PASSAGE_KS,
     budgets: Sequence[int] = TOKEN_BUDGETS,
     depth: int = 200,
+    share_k: int = 5,
     show_progress: bool = True,
 ) -> dict[str, Any]:
     """Passage recall@k and answer recall@T of ``retriever`` over ``pool``.
 
     Args:
         depth: pool entries retrieved per question (enough to fill the largest budget).
+        share_k: the top slots counted in ``kind_share@k``.
 
     Returns:
         ``{"retriever", "n_questions", "passage_recall@k"..., "answer_recall@T"...,
-        "answer_recall_questions", "yes_no_excluded", "latency_ms_p50", "latency_ms_p95"}``.
+        "answer_recall_questions", "yes_no_excluded", "kind_share@k", "latency_ms_p50",
+        "latency_ms_p95"}``; ``kind_share@k`` is the share of the top ``k`` slots held by
+        each kind of entry (``tree/kind``, e.g. ``relatedness/aggregate``) over all questions.
     """
     from tqdm.auto import tqdm
 
@@ -138,11 +142,16 @@ def evaluate_retrieval(
     answer_hits = {t: [] for t in budgets}
     latencies: list[float] = []
     excluded = 0
+    kinds: dict[str, int] = {}
     for q in tqdm(questions, desc=f"eval {retriever.name}", unit="q", disable=not show_progress):
         start = time.perf_counter()
         hits = retriever.search(q.question, k=depth)
         latencies.append((time.perf_counter() - start) * 1000.0)
         ranked = passage_ranking(hits, pool)
+        for hit in hits[:share_k]:
+            entry = pool.get(hit.entry_id)
+            kind = "leaf" if entry.kind == "leaf" else f"{entry.tree}/{entry.kind}"
+            kinds[kind] = kinds.get(kind, 0) + 1
         for k in ks:
             recalls[k].append(passage_recall(ranked, q.gold_passage_ids, k))
         if is_yes_no(q.answers):
@@ -157,6 +166,8 @@ def evaluate_retrieval(
         result[f"answer_recall@{t}"] = round(float(np.mean(answer_hits[t])), 4) if answer_hits[t] else None
     result["answer_recall_questions"] = len(questions) - excluded
     result["yes_no_excluded"] = excluded
+    slots = sum(kinds.values()) or 1
+    result[f"kind_share@{share_k}"] = {kind: round(n / slots, 4) for kind, n in sorted(kinds.items())}
     result["latency_ms_p50"] = round(float(np.percentile(latencies, 50)), 2)
     result["latency_ms_p95"] = round(float(np.percentile(latencies, 95)), 2)
     return result
