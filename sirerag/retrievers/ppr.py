@@ -1,11 +1,12 @@
 """HippoRAG-style retrieval: Personalized PageRank over the index's entity graph.
 
-A query is linked to the graph (``linking="fact"``: HippoRAG 2's query-to-fact,
-the default; ``"ner"``: HippoRAG v1's entities-to-nodes), PageRank spreads the
-reset mass over entities and passages, and pool entries are ranked by the mass of
-the graph nodes they cover: the mean over an entry's passages (and, for an
-aggregate, its entity). A pool of leaves is thereby ranked exactly like the
-passages; summaries and aggregates are ranked from the same PageRank vector.
+A query is linked to the graph (``linking="ner"``: longest surface-form matches, then
+HippoRAG v1's entities-to-nodes for the rest; ``"fact"``: HippoRAG 2's query-to-fact),
+PageRank spreads the reset mass over entities and passages, and pool entries are
+ranked by the mass of the passages they cover (``entry_score="max"``: their best
+passage). A pool of leaves is thereby ranked exactly like the passages; summaries and
+aggregates are ranked from the same PageRank vector (and, over a full pool, arranged
+by the pool rule of :mod:`~sirerag.retrievers.pool_rank`).
 
 When linking finds no seed (no entity in the query, or every fact filtered out)
 the query is answered by dense retrieval over the pool, as HippoRAG 2 does.
@@ -85,6 +86,11 @@ class PPRRetriever:
             (default 0.05 for ``fact``, 0 for ``ner``).
         top_facts: facts retrieved per query (``fact``).
         top_entities: entity seeds kept (``fact``).
+        surface: for ``ner``, link longest surface-form matches first (graph v2).
+        passage_seeds: ``dense+bm25`` (default) or ``dense`` passage seed scores.
+        bm25_share: BM25's share of the passage seed score.
+        entry_score: ``max`` (an entry scores its best passage's mass), ``mean`` (the
+            mean over its passages) or ``entity`` (the mean over its passages and entity).
     """
 
     name = "ppr"
@@ -251,8 +257,8 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "fact", fact
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
     as ``hf:smollm2``, for the recognition filter of ``fact`` linking; calls are cached in
     ``<index>/cache/llm``), ``damping``, ``tol``, ``max_iter`` (default: the values
-    recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``;
-    others are ignored.
+    recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``,
+    ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`).
 
     Raises:
         IndexFormatError: the index has no entity graph.
