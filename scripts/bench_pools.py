@@ -131,7 +131,7 @@ def grid(args) -> None:
     configs = json.loads(Path(args.configs).read_text()) if args.configs else GRID
     full = load_index(index_dir)
     pools = {"full": full, "leaves": leaves_only(full)}
-    questions = load_questions(questions_path, split=args.split, limit=args.limit)
+    questions = load_questions(questions_path, split=args.split or None, limit=args.limit)
     embedder = MemoEmbedder(index_embedder(full))
     rows = []
     if args.diagnose:

@@ -13,7 +13,7 @@ RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (de
 
 def add_retriever_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retriever", help=RETRIEVER_HELP)
-    p.add_argument("--linking", choices=["ner", "fact"], help="query linking for --retriever ppr (default fact)")
+    p.add_argument("--linking", choices=["ner", "fact"], help="query linking for --retriever ppr (default ner)")
     p.add_argument("--checkpoint", help="ColBERT checkpoint (local path or name) for --retriever colbert")
     p.add_argument("--fact-filter", metavar="LLM_SPEC",
                    help="LLM that filters the retrieved facts of --linking fact (HippoRAG 2's recognition memory)")

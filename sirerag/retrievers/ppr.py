@@ -77,7 +77,7 @@ class PPRRetriever:
         graph: the entity graph (with entity and fact embeddings).
         pool: the retrieval pool whose entries are ranked.
         embedder: the embedder the index was built with.
-        linking: ``fact`` (HippoRAG 2) or ``ner`` (HippoRAG v1).
+        linking: ``ner`` (surface matches, then HippoRAG v1's NER to node; the default) or ``fact`` (HippoRAG 2).
         tagger: for ``ner``, a function from a query to its normalised entities
             (the build's offline entity tagger).
         llm: optional LLM for the recognition filter of ``fact`` linking.
@@ -95,7 +95,7 @@ class PPRRetriever:
 
     name = "ppr"
 
-    def __init__(self, graph: EntityGraph, pool: Pool, embedder: Any, *, linking: str = "fact",
+    def __init__(self, graph: EntityGraph, pool: Pool, embedder: Any, *, linking: str = "ner",
                  tagger: Callable[[str], Sequence[str]] | None = None, llm: Any | None = None,
                  damping: float = 0.5, tol: float = 1e-8, max_iter: int = 100,
                  passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5,
@@ -250,7 +250,7 @@ def build_tagger(index: Any) -> Callable[[str], Sequence[str]]:
     return lambda text: tagger.tag(text)
 
 
-def load(index: Any, *, embedder: Any | None = None, linking: str = "fact", fact_filter: Any | None = None,
+def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,
          tagger: Callable[[str], Sequence[str]] | None = None, **options: Any) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
