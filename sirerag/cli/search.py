@@ -21,8 +21,8 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
                    help="--retriever ppr: weight of the passage seeds in the reset (default 0.05)")
     p.add_argument("--fusion", choices=["score", "rrf"], help="fusion of a+b retrievers (default score)")
     p.add_argument("--pool-rule", choices=["passages", "native"],
-                   help="over a full pool: passages (default; summaries and aggregates never push out passages) "
-                        "or native (the retriever's own ranking)")
+                   help="over a full pool: passages (summaries and aggregates never push out passages; default "
+                        "for ppr) or native (the retriever's own ranking; default for the others)")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -43,6 +43,8 @@ DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("dense+bm25+ppr", {"linking": "ner"}),
     ("dense+bm25", {}),
 )
+#: retrievers whose ranking goes through the pool rule by default (the others keep their own)
+POOL_RULE_DEFAULT = frozenset({"ppr"})
 
 
 def default_retriever(index: Any) -> tuple[str, dict[str, Any]]:
@@ -84,8 +86,9 @@ def load_retriever(name: str | None, index: Any, **options: Any) -> Retriever:
     Options are passed to the retriever (e.g. ``embedder=`` for dense, ``checkpoint=``
     for colbert, ``linking=`` for ppr; a fusion passes each part the options it takes).
     Pool options (any retriever): ``pool_rule`` (``passages`` = the rule of
-    :mod:`~sirerag.retrievers.pool_rank`, the default; ``native`` = the retriever's own
-    ranking), ``leaf_share``, ``anchor``, ``drop_covered``, ``pool_depth``.
+    :mod:`~sirerag.retrievers.pool_rank`, the default for ``ppr``; ``native`` = the
+    retriever's own ranking, the default for the others and for fusions), ``leaf_share``,
+    ``anchor``, ``drop_covered``, ``pool_depth``.
 
     Raises:
         ConfigError: unknown retriever or option.
@@ -103,7 +106,7 @@ def load_retriever(name: str | None, index: Any, **options: Any) -> Retriever:
         retriever = load_hybrid(name, index, **options)
     else:
         retriever = load_base(name, index, **options)
-    mode = pool_options.pop("pool_rule", "passages")
+    mode = pool_options.pop("pool_rule", "passages" if name in POOL_RULE_DEFAULT else "native")
     if mode not in ("passages", "native"):
         raise ConfigError(f"pool_rule must be 'passages' or 'native', got {mode!r}")
     from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, has_non_leaves

@@ -3,8 +3,8 @@
 A query is linked to the graph (``linking="ner"``: longest surface-form matches, then
 HippoRAG v1's entities-to-nodes for the rest; ``"fact"``: HippoRAG 2's query-to-fact),
 PageRank spreads the reset mass over entities and passages, and pool entries are
-ranked by the mass of the passages they cover (``entry_score="max"``: their best
-passage). A pool of leaves is thereby ranked exactly like the passages; summaries and
+ranked by the mass of the passages they cover (``entry_score="mean"``: the mean over
+their passages, without the entity node of an aggregate). A pool of leaves is thereby ranked exactly like the passages; summaries and
 aggregates are ranked from the same PageRank vector (and, over a full pool, arranged
 by the pool rule of :mod:`~sirerag.retrievers.pool_rank`).
 
@@ -89,8 +89,8 @@ class PPRRetriever:
         surface: for ``ner``, link longest surface-form matches first (graph v2).
         passage_seeds: ``dense+bm25`` (default) or ``dense`` passage seed scores.
         bm25_share: BM25's share of the passage seed score.
-        entry_score: ``max`` (an entry scores its best passage's mass), ``mean`` (the
-            mean over its passages) or ``entity`` (the mean over its passages and entity).
+        entry_score: ``mean`` (the mean mass of its passages; the default), ``max`` (its
+            best passage) or ``entity`` (the mean over its passages and its entity node).
     """
 
     name = "ppr"
@@ -100,7 +100,7 @@ class PPRRetriever:
                  damping: float = 0.5, tol: float = 1e-8, max_iter: int = 100,
                  passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5,
                  surface: bool = True, passage_seeds: str = "dense+bm25", bm25_share: float = 0.5,
-                 entry_score: str = "max") -> None:
+                 entry_score: str = "mean") -> None:
         check(linking in LINKING, "linking", linking, f"one of {LINKING}")
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
         weight = DEFAULT_PASSAGE_WEIGHT[linking] if passage_weight is None else float(passage_weight)
