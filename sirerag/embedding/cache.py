@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from sirerag.embedding.base import Embedder, l2_normalize
+from sirerag.errors import SireragError
 
 logger = logging.getLogger(__name__)
 
@@ -178,8 +179,9 @@ class CachedEmbedder:
                 block = items[start:start + self.block_size]
                 keys = [k for k, _ in block]
                 vectors = np.asarray(encode([t for _, t in block]), dtype=np.float32)
-                if vectors.shape[0] != len(block):
-                    raise RuntimeError(f"{self.spec} returned {vectors.shape[0]} vectors for {len(block)} texts")
+                if vectors.shape != (len(block), self.dim):
+                    raise SireragError(f"{self.spec} returned vectors of shape {vectors.shape} for {len(block)} "
+                                       f"texts; expected ({len(block)}, {self.dim})")
                 self.cache.put(self.spec, side, keys, vectors)
                 out.update(zip(keys, vectors))
                 bar.update(len(block))

@@ -92,9 +92,12 @@ def read_jsonl_numbered(path: str | Path) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
+                value = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+            except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
+                raise InputError(f"{path}:{lineno}: unreadable JSON: {exc}") from exc
+            yield lineno, value
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -120,6 +123,8 @@ def read_json(path: str | Path) -> Any:
         raise InputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+    except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
+        raise InputError(f"{path}: unreadable JSON: {exc}") from exc
 
 
 def save_npy(path: str | Path, array: np.ndarray) -> None:

@@ -87,13 +87,14 @@ def build_index(
     from sirerag.io.corpus import load_corpus
     from sirerag.trees.similarity import build_similarity_tree, leaves_from_chunks
 
-    config = (config or BuildConfig()).validate()
+    config = check_specs((config or BuildConfig()).validate())
     out = Path(out)
     cache = Path(cache_dir) if cache_dir is not None else out / "cache"
     report = BuildReport(out=out)
 
     with _Timer(report, "load"):
-        documents = list(corpus) if not isinstance(corpus, (str, Path)) else load_corpus(corpus)
+        documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
+            load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
         chunks = chunk_documents(documents, config.chunking)
     out.mkdir(parents=True, exist_ok=True)
     save_records(out, DOCUMENTS, documents)
@@ -163,6 +164,18 @@ def build_index(
                    timings=report.timings)
     logger.info("index written to %s (%d pool entries)", out, len(pool))
     return report
+
+
+def check_specs(config: BuildConfig) -> BuildConfig:
+    """Check the form of the embedder and LLM specs without loading anything, so a typo
+    stops the build before any work; returns ``config``. Raises ``ConfigError``."""
+    from sirerag.embedding import parse_embedder_spec
+    from sirerag.llm.factory import parse_spec
+
+    parse_embedder_spec(config.embedder.spec)
+    for spec in {config.llm.spec, config.extraction.llm} - {None}:
+        parse_spec(spec)
+    return config
 
 
 def _load_llm(config: BuildConfig, cache: Path, *, extraction: bool = False):  # noqa: ANN202

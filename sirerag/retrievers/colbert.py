@@ -32,7 +32,7 @@ from sirerag.io import atomic_dir, read_json, read_manifest, write_json
 from sirerag.pool import Index, load_index, register_component
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
-from sirerag.retrievers.base import Hit
+from sirerag.retrievers.base import Hit, check_query
 
 __all__ = [
     "DEFAULT_CHECKPOINT", "ColBERTRetriever", "build_colbert_index", "checkpoint_key", "colbert_indexes",
@@ -194,6 +194,7 @@ class ColBERTRetriever:
         """Top ``k`` entries per query, best first (fewer when PLAID finds fewer candidates)."""
         check(isinstance(k, int) and k >= 1, "k", k, "a positive integer")
         queries = list(queries)
+        check_query(queries)
         if not queries:
             return []
         worker = self._open()
