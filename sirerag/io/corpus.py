@@ -203,8 +203,8 @@ def _document(where: str, obj: Any, notes: _Notes) -> Document:
         raw = obj[key]
         if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw).strip() \
                 or (isinstance(raw, str) and strip_controls(raw)[1]):
-            raise InputError(f"{where}: '{key}' must be a non-empty string without control characters "
-                             f"or an integer, got {raw!r}")
+            raise InputError(f"{where}: '{key}' must be a non-empty string or an integer (without control "
+                             f"characters), got {raw!r}")
         doc_id = str(raw)
     notes.ignored.update(k for k in obj if k not in FIELDS and k != key)
     return Document(id=doc_id, text=text, title=title)
