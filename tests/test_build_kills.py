@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -62,21 +63,29 @@ def _corpus(path: Path, start: int, n: int = 30) -> Path:
 
 def _start(corpus: Path, out: Path, stop: str = "never") -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-c", DRIVER, stop, "build", str(corpus), "--out", str(out), *SETTINGS],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty build never blocks on it
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, stop, "build", str(corpus), "--out", str(out), *SETTINGS],
+                            stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
+    proc.errfile = err  # type: ignore[attr-defined]
+    return proc
+
+
+def _stderr(proc: subprocess.Popen) -> str:
+    proc.errfile.seek(0)
+    return proc.errfile.read().decode("utf-8", "replace")
 
 
 def _stop_at(proc: subprocess.Popen, point: str) -> None:
     """Wait until the build reports it is sleeping at ``point`` (it would exit otherwise)."""
     line = proc.stdout.readline()
-    assert line.strip() == f"STOPPED AT {point}", (line, proc.stderr.read() if proc.poll() is not None else "")
+    assert line.strip() == f"STOPPED AT {point}", (line, _stderr(proc) if proc.poll() is not None else "")
 
 
 def _kill(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
-    proc.stderr.close()
+    proc.errfile.close()
 
 
 def _snapshot(index: Path) -> dict[str, bytes]:
@@ -121,8 +130,8 @@ def test_killed_rebuilds_leave_the_old_index_and_resume_byte_identical(corpora):
         assert _consistent(index) == old_docs
         assert (index / "cache" / "embeddings").is_dir() or point.startswith("commit:"), point
     proc = _start(new, index)  # the rerun puts back a cache a commit-time kill left in the stage
-    assert proc.wait() == 0, proc.stderr.read()
-    proc.stdout.close(), proc.stderr.close()
+    assert proc.wait() == 0, _stderr(proc)
+    proc.stdout.close(), proc.errfile.close()
     assert _snapshot(index) == reference
     assert sorted(p.name for p in root.iterdir() if p.name.startswith(".index")) == [".index.lock"]
     assert (index / "cache" / "embeddings").is_dir()
