@@ -110,7 +110,7 @@ def _kept_folders(out: Path, cache: Path) -> tuple[str, ...]:
         return ("cache",)
     if not rel.parts:
         raise ConfigError(f"--cache {cache} is the index folder itself; use a folder inside it or elsewhere")
-    return tuple(dict.fromkeys(("cache", rel.parts[0]))) if rel.parts else ("cache",)
+    return tuple(dict.fromkeys(("cache", rel.parts[0])))
 
 
 def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConfig, cache: Path,
