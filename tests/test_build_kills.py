@@ -88,13 +88,19 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.errfile.close()
 
 
+def _untimed(value: object) -> object:
+    """``value`` without the measured times (``timings``, ``seconds``, ``cpu_seconds_*``, ...)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if "seconds" not in k and k != "timings"}
+    return [_untimed(v) for v in value] if isinstance(value, list) else value
+
+
 def _snapshot(index: Path) -> dict[str, bytes]:
-    """Every file of an index but the cache, with the manifest's timings left out."""
+    """Every file of an index but the cache; the manifest without its measured times."""
     files = {p.relative_to(index).as_posix(): p.read_bytes() for p in sorted(index.rglob("*"))
              if p.is_file() and p.relative_to(index).parts[0] != "cache"}
     manifest = json.loads(files.pop("manifest.json"))
-    manifest.pop("timings")
-    files["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
+    files["manifest.json"] = json.dumps(_untimed(manifest), sort_keys=True).encode()
     return files
 
 
@@ -116,11 +122,52 @@ def corpora(tmp_path_factory):
     return root, old, new, _snapshot(reference)
 
 
+class _Reader(threading.Thread):
+    """Polls ``load_index`` + ``documents()`` and checks every read's documents against its entries."""
+
+    def __init__(self, index: Path, corpora: dict[str, set[str]]) -> None:
+        super().__init__(daemon=True)
+        self.index, self.corpora = index, corpora
+        self.seen = dict.fromkeys([*corpora, "reloaded"], 0)
+        self.failures: list[BaseException] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.done.is_set():
+                try:
+                    loaded = load_index(self.index)
+                    docs = {d.id for d in loaded.documents()}
+                except IndexFormatError as exc:  # swapped between load and documents(): an error, not a mix
+                    assert "was rebuilt since it was loaded" in str(exc), exc
+                    self.seen["reloaded"] += 1
+                    continue
+                name = next(n for n, ids in self.corpora.items() if ids == docs)  # StopIteration: a mix
+                assert {p for e in loaded.pool.entries for p in e.passages} <= docs
+                self.seen[name] += 1
+                self.done.wait(0.05)  # pacing only: leave the build its share of the CPU
+        except BaseException as exc:  # reported by the test
+            self.failures.append(exc)
+
+    def stop(self) -> dict[str, int]:
+        self.done.set()
+        self.join()
+        assert not self.failures, self.failures
+        return self.seen
+
+
+def _ids(corpus: Path) -> set[str]:
+    return {json.loads(line)["id"] for line in corpus.read_text().splitlines()}
+
+
 def test_killed_rebuilds_leave_the_old_index_and_resume_byte_identical(corpora):
+    """The kill matrix; a reader polls the index all along and never sees a mix."""
     root, old, new, reference = corpora
     index = root / "index"
     assert main(["build", str(old), "--out", str(index), *SETTINGS]) == 0
     old_snapshot, old_docs = _snapshot(index), _consistent(index)
+    reader = _Reader(index, {"old": _ids(old), "new": _ids(new)})
+    reader.start()
     for point in KILL_POINTS:
         proc = _start(new, index, point)
         _stop_at(proc, point)
@@ -128,27 +175,20 @@ def test_killed_rebuilds_leave_the_old_index_and_resume_byte_identical(corpora):
         _kill(proc)
         assert _snapshot(index) == old_snapshot, point  # after the kill: the old index, untouched
         assert _consistent(index) == old_docs
-        assert (index / "cache" / "embeddings").is_dir() or point.startswith("commit:"), point
-    proc = _start(new, index)  # the rerun puts back a cache a commit-time kill left in the stage
+        assert (index / "cache" / "embeddings").is_dir() or point == "commit:swap", point
+    proc = _start(new, index, "commit:swapped")  # killed after the swap: the new index is complete
+    _stop_at(proc, "commit:swapped")
+    _kill(proc)
+    assert _snapshot(index) == reference and (index / "cache" / "embeddings").is_dir()
+    seen = reader.stop()
+    assert seen["old"] > 0 and seen["new"] > 0, seen
+    assert _consistent(index) == _ids(new)
+    proc = _start(new, index)  # the rerun cleans up what the kills left and rewrites the same index
     assert proc.wait() == 0, _stderr(proc)
     proc.stdout.close(), proc.errfile.close()
     assert _snapshot(index) == reference
     assert sorted(p.name for p in root.iterdir() if p.name.startswith(".index")) == [".index.lock"]
     assert (index / "cache" / "embeddings").is_dir()
-
-
-def test_a_kill_after_the_swap_leaves_the_new_index(corpora):
-    root, old, new, reference = corpora
-    index = root / "swapped"
-    assert main(["build", str(old), "--out", str(index), *SETTINGS]) == 0
-    proc = _start(new, index, "commit:swapped")
-    _stop_at(proc, "commit:swapped")
-    _kill(proc)
-    assert _snapshot(index) == reference and (index / "cache").is_dir()
-    _consistent(index)
-    assert main(["build", str(new), "--out", str(index), *SETTINGS]) == 0  # cleans the leftover old folder
-    assert _snapshot(index) == reference
-    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".swapped")) == [".swapped.lock"]
 
 
 def test_two_builds_into_one_folder_one_gets_the_lock_message(corpora, capsys):
@@ -161,48 +201,3 @@ def test_two_builds_into_one_folder_one_gets_the_lock_message(corpora, capsys):
     assert f"{index} is being written by pid {proc.pid} (started " in err
     _kill(proc)
     assert not index.joinpath("manifest.json").exists()  # nothing was committed
-
-
-def test_a_reader_polling_during_a_rebuild_never_sees_a_mix(corpora):
-    root, old, new, reference = corpora
-    index = root / "polled"
-    assert main(["build", str(old), "--out", str(index), *SETTINGS]) == 0
-    seen: dict[str, int] = {"old": 0, "new": 0, "reloaded": 0}
-    old_ids = {json.loads(line)["id"] for line in old.read_text().splitlines()}
-    new_ids = {json.loads(line)["id"] for line in new.read_text().splitlines()}
-    done = threading.Event()
-    failures: list[BaseException] = []
-
-    def poll() -> None:
-        try:
-            _poll()
-        except BaseException as exc:  # reported by the main thread
-            failures.append(exc)
-
-    def _poll() -> None:
-        while not done.is_set():
-            try:
-                loaded = load_index(index)
-                docs = {d.id for d in loaded.documents()}
-            except IndexFormatError as exc:  # swapped between load and documents(): an error, not a mix
-                assert "was rebuilt since it was loaded" in str(exc), exc
-                seen["reloaded"] += 1
-                continue
-            passages = {p for e in loaded.pool.entries for p in e.passages}
-            assert docs in (old_ids, new_ids) and passages <= docs
-            seen["old" if docs == old_ids else "new"] += 1
-
-    reader = threading.Thread(target=poll)
-    reader.start()
-    try:
-        proc = _start(new, index, "commit:swapped")  # stop after the swap: the reader sees the new index
-        _stop_at(proc, "commit:swapped")
-        while seen["new"] == 0 and reader.is_alive():
-            done.wait(0.05)
-    finally:
-        done.set()
-        reader.join()
-    _kill(proc)
-    assert not failures, failures
-    assert seen["old"] > 0 and seen["new"] > 0
-    assert _snapshot(index) == reference
