@@ -24,7 +24,7 @@ from sirerag.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
-from sirerag.retrievers.base import Hit
+from sirerag.retrievers.base import Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.types import Pool
 
@@ -212,6 +212,7 @@ class PPRRetriever:
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        check_query(queries)
         if not len(queries):
             return []
         mass, seeds, dense = self.node_scores(queries)
