@@ -58,8 +58,8 @@ def test_eval_meets_a_quality_floor(built, tmp_path, capsys):
     assert json.loads(out.read_text())["passage_recall@5"] >= 0.4
     out = tmp_path / "tree.json"
     assert main(["eval", str(tree), "--questions", str(DATA / "questions.jsonl"), "--json", str(out), "--quiet"]) == 0
-    default = json.loads(out.read_text())  # no graph: the default is dense+bm25
-    assert default["retriever"] == "dense+bm25" and default["answer_recall@1024"] >= 0.5
+    default = json.loads(out.read_text())  # the default retriever is dense
+    assert default["retriever"] == "dense" and default["answer_recall@1024"] >= 0.5
     printed = capsys.readouterr().out
     assert "passage_recall@2" in printed and "answer_recall@512" in printed
 

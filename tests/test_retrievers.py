@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
+
 import pytest
 
 from sirerag.errors import ConfigError
@@ -104,12 +106,16 @@ class _Index:
         return "graph" if self.graph and name == "graph" else None
 
 
-def test_default_retriever_needs_a_graph():
-    pytest.importorskip("ahocorasick")
-    from sirerag.retrievers import default_retriever
+def test_default_retriever_skips_what_the_index_cannot_serve(monkeypatch):
+    import sirerag.retrievers as retrievers
 
-    assert default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {"linking": "ner"})
-    assert default_retriever(_Index(graph=False)) == ("dense+bm25", {})
+    assert retrievers.default_retriever(_Index(graph=True)) == ("dense", {})
+    assert retrievers.default_retriever(_Index(graph=False)) == ("dense", {})
+    # a graph retriever first in the list is taken only when the index has a graph
+    monkeypatch.setattr(retrievers, "DEFAULTS", (("dense+bm25+ppr", {"linking": "ner"}), ("dense+bm25", {})))
+    assert retrievers.default_retriever(_Index(graph=False)) == ("dense+bm25", {})
+    if importlib.util.find_spec("ahocorasick") is not None:
+        assert retrievers.default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {"linking": "ner"})
 
 
 def test_unknown_options_are_errors_listing_the_valid_ones():
