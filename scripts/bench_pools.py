@@ -7,6 +7,13 @@ says which build paid for them).
 
     python scripts/bench_pools.py --datasets musique 2wikimultihopqa hotpotqa \
         --variants none similarity --retrievers dense bm25 --split dev
+
+``--grid INDEX QUESTIONS`` instead evaluates, in one process, every retriever setting of
+``--configs`` (a JSON file: ``{"label": ["retriever", {options}], ...}``, or the
+built-in grid) over the index's full pool and over its leaves alone (the same index,
+pool restricted to ``kind == leaf``), query embeddings computed once:
+
+    python scripts/bench_pools.py --grid idx-musique ../shared/bench/musique/questions.jsonl --split dev
 """
 from __future__ import annotations
 
@@ -39,8 +46,118 @@ def timed(cmd: list[str], log: Path) -> tuple[float, float]:
     return seconds, (rss[-1] / 1024 if rss else float("nan"))
 
 
+GRID = {
+    "dense": ["dense", {}],
+    "bm25": ["bm25", {}],
+    "dense+bm25": ["dense+bm25", {}],
+    "ppr-ner": ["ppr", {"linking": "ner"}],
+    "dense+bm25+ppr": ["dense+bm25+ppr", {"linking": "ner"}],
+}
+
+
+class MemoEmbedder:
+    """Wraps an embedder; remembers every query and document vector it returned."""
+
+    def __init__(self, inner):
+        self.inner, self.spec, self.dim = inner, inner.spec, inner.dim
+        self.memo = {}
+
+    def _encode(self, side, texts):
+        import numpy as np
+
+        missing = list(dict.fromkeys(t for t in texts if (side, t) not in self.memo))
+        if missing:
+            vectors = getattr(self.inner, f"encode_{side}")(missing)
+            self.memo.update({(side, t): v for t, v in zip(missing, vectors)})
+        return np.stack([self.memo[(side, t)] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def encode_queries(self, texts):
+        return self._encode("queries", list(texts))
+
+    def encode_documents(self, texts):
+        return self._encode("documents", list(texts))
+
+
+def leaves_only(index):
+    """The same index with its pool restricted to leaves."""
+    from dataclasses import replace
+
+    from sirerag.types import Pool
+
+    rows = [i for i, e in enumerate(index.pool.entries) if e.kind == "leaf"]
+    return replace(index, pool=Pool(entries=tuple(index.pool.entries[i] for i in rows),
+                                    embeddings=index.pool.embeddings[rows]))
+
+
+def diagnose(index, questions, embedder, linking: str) -> dict:
+    """Top-5 entries of PPR under the old entry score (mean mass of passages and entity): the
+    share of each kind, and for aggregates the mass of their entity node over the mean mass of
+    their passages (the seed-aggregate hypothesis of issue 20)."""
+    import numpy as np
+
+    from sirerag.retrievers import load_retriever
+
+    ppr = load_retriever("ppr", index, embedder=embedder, linking=linking, entry_score="entity", pool_rule="native")
+    kinds, ratios, seeded = {}, [], 0
+    for q in questions:
+        mass, seeds, _ = ppr.node_scores([q.question])
+        if mass is None:
+            continue
+        for hit in ppr.search(q.question, k=5):
+            entry = index.pool.get(hit.entry_id)
+            kinds[entry.kind] = kinds.get(entry.kind, 0) + 1
+            node = ppr.graph.entity_node(entry.entity) if entry.entity else None
+            if node is None:
+                continue
+            passages = [ppr.graph.passage_index[p] for p in entry.passages if p in ppr.graph.passage_index]
+            ratios.append(float(mass[node, 0] / max(np.mean(mass[passages, 0]), 1e-12)))
+            seeded += node in seeds[0].entities
+    total = sum(kinds.values()) or 1
+    return {"linking": linking, "top5_share": {k: round(v / total, 3) for k, v in kinds.items()},
+            "aggregates_in_top5": len(ratios), "of_seed_entities": seeded,
+            "entity_over_passage_mass_median": round(float(np.median(ratios)), 1) if ratios else None}
+
+
+def grid(args) -> None:
+    import logging
+
+    from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
+    from sirerag.pool import load_index
+    from sirerag.retrievers import load_retriever
+    from sirerag.retrievers.dense import index_embedder
+
+    logging.basicConfig(level=logging.WARNING)
+    index_dir, questions_path = args.grid
+    configs = json.loads(Path(args.configs).read_text()) if args.configs else GRID
+    full = load_index(index_dir)
+    pools = {"full": full, "leaves": leaves_only(full)}
+    questions = load_questions(questions_path, split=args.split or None, limit=args.limit)
+    embedder = MemoEmbedder(index_embedder(full))
+    rows = []
+    if args.diagnose:
+        for linking in ("ner", "fact"):
+            print(json.dumps(diagnose(full, questions, embedder, linking)), flush=True)
+    for label, (name, options) in configs.items():
+        for pool_name in args.pools:
+            index = pools[pool_name]
+            start = time.perf_counter()
+            retriever = load_retriever(name, index, embedder=embedder, **options) if name != "bm25" \
+                else load_retriever(name, index, **options)
+            result = evaluate_retrieval(index.pool, retriever, questions, show_progress=False)
+            row = {"config": label, "pool": pool_name, "seconds": round(time.perf_counter() - start, 1), **result}
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k not in ("latency_ms_p95",)}), flush=True)
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rows, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid", nargs=2, metavar=("INDEX", "QUESTIONS"), help="evaluate a grid of retrievers in-process")
+    ap.add_argument("--configs", help="with --grid: JSON file of {label: [retriever, {options}]}")
+    ap.add_argument("--pools", nargs="+", default=["leaves", "full"], choices=["leaves", "full"])
+    ap.add_argument("--json", dest="json_out", help="with --grid: write the rows here")
+    ap.add_argument("--diagnose", action="store_true", help="with --grid: which entries PPR's old scoring ranks top")
     ap.add_argument("--bench", default=str(Path(__file__).resolve().parents[2] / "shared" / "bench"))
     ap.add_argument("--out", default="runs/bench")
     ap.add_argument("--datasets", nargs="+", default=["musique", "2wikimultihopqa", "hotpotqa"])
@@ -51,6 +168,8 @@ def main() -> None:
     ap.add_argument("--chunking", default="passage", choices=["passage", "tokens"])
     ap.add_argument("--rebuild", action="store_true", help="rebuild indexes that already exist")
     args = ap.parse_args()
+    if args.grid:
+        return grid(args)
     root = Path(args.out).resolve()
     root.mkdir(parents=True, exist_ok=True)
     (root / "ablation_a.toml").write_text("[relatedness]\nsummaries = false\n")
@@ -64,11 +183,13 @@ def main() -> None:
                      *[a.format(root=root) for a in VARIANTS[variant]]]
             if args.rebuild or not (index / "manifest.json").is_file():
                 secs, rss = timed(build, root / f"{dataset}-{variant}-build.log")
-                (index / "bench_build.json").write_text(json.dumps({"seconds": secs, "max_rss_mib": rss}))
-            info = json.loads((index / "bench_build.json").read_text())
+                # results go beside the index: a rebuild replaces the index folder and refuses foreign files
+                (root / dataset / f"{variant}-bench_build.json").write_text(
+                    json.dumps({"seconds": secs, "max_rss_mib": rss}))
+            info = json.loads((root / dataset / f"{variant}-bench_build.json").read_text())
             manifest = json.loads((index / "manifest.json").read_text())
             for retriever in args.retrievers:
-                out = index / f"eval-{retriever}.json"
+                out = root / dataset / f"{variant}-eval-{retriever}.json"
                 cmd = [sys.executable, "-m", "sirerag.cli.main", "--quiet", "eval", str(index), "--questions",
                        str(bench / "questions.jsonl"), "--retriever", retriever, "--json", str(out)]
                 if args.split:

@@ -8,7 +8,8 @@ import pytest
 
 from sirerag.config import GraphConfig
 from sirerag.errors import IndexFormatError
-from sirerag.graph.build import build_graph, structural_edges, synonym_edges
+from sirerag.graph.build import build_graph, structural_edges
+from sirerag.graph.synonyms import synonym_edges
 from sirerag.graph.store import build_and_save_graph, load_graph, save_graph
 from sirerag.types import Document, Proposition
 

@@ -52,3 +52,28 @@ def test_load_rejects_bad_names():
     for name in ("dense+", "dense+dense", "dense+nope"):
         with pytest.raises(ConfigError):
             load(name, index=None)
+
+
+def test_score_fusion_arithmetic():
+    from sirerag.retrievers.hybrid import score_fusion
+
+    dense = [Hit("a", 0.9), Hit("b", 0.7), Hit("c", 0.5)]  # min-max: a 1, b 0.5, c 0
+    lexical = [Hit("c", 12.0), Hit("d", 4.0), Hit("a", 2.0)]  # c 1, d 0.2, a 0
+    fused = score_fusion([dense, lexical])
+    assert fused == [("a", pytest.approx(1.0)), ("c", pytest.approx(1.0)), ("b", pytest.approx(0.5)),
+                     ("d", pytest.approx(0.2))]
+    weighted = dict(score_fusion([dense, lexical], weights=[1.0, 3.0]))
+    assert weighted["c"] == pytest.approx(3.0) and weighted["d"] == pytest.approx(0.6)
+    assert score_fusion([[Hit("x", 5.0)], []]) == [("x", 1.0)]  # one score counts fully
+    with pytest.raises(ConfigError, match="weights"):
+        score_fusion([dense], weights=[1.0, 2.0])
+
+
+def test_fusion_modes_differ_where_scores_matter():
+    # dense is sure of a (far ahead), lexical ranks b first by a hair: score fusion keeps a, RRF ties them
+    parts = [Ranked("dense", ["a", "b"]), Ranked("bm25", ["b", "a"])]
+    parts[0].search = lambda q, k=10: [Hit("a", 1.0), Hit("b", 0.0), Hit("z", 0.0)][:k]
+    parts[1].search = lambda q, k=10: [Hit("b", 1.0), Hit("a", 0.9), Hit("z", 0.0)][:k]
+    assert [h.entry_id for h in FusionRetriever(parts).search("q", 2)] == ["a", "b"]
+    with pytest.raises(ConfigError, match="fusion"):
+        FusionRetriever(parts, fusion="max")

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
+
 import pytest
 
 from sirerag.errors import ConfigError
@@ -92,3 +94,34 @@ def test_dense_retriever_exact_cosine():
 def test_unknown_retriever_lists_the_choices():
     with pytest.raises(ConfigError, match=r"retriever must be one of \['bm25', 'colbert', 'dense', 'ppr'\]"):
         load_retriever("splade", index=None)
+
+
+class _Index:
+    """Just enough of an index for choosing and checking retrievers."""
+
+    def __init__(self, graph: bool) -> None:
+        self.graph = graph
+
+    def component(self, name):
+        return "graph" if self.graph and name == "graph" else None
+
+
+def test_default_retriever_skips_what_the_index_cannot_serve(monkeypatch):
+    import sirerag.retrievers as retrievers
+
+    assert retrievers.default_retriever(_Index(graph=True)) == ("dense", {})
+    assert retrievers.default_retriever(_Index(graph=False)) == ("dense", {})
+    # a graph retriever first in the list is taken only when the index has a graph
+    monkeypatch.setattr(retrievers, "DEFAULTS", (("dense+bm25+ppr", {"linking": "ner"}), ("dense+bm25", {})))
+    assert retrievers.default_retriever(_Index(graph=False)) == ("dense+bm25", {})
+    if importlib.util.find_spec("ahocorasick") is not None:
+        assert retrievers.default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {"linking": "ner"})
+
+
+def test_unknown_options_are_errors_listing_the_valid_ones():
+    from sirerag.retrievers import load_retriever
+
+    with pytest.raises(ConfigError, match=r"does not take option\(s\) \['linking'\]; valid: .*'embedder'"):
+        load_retriever("dense", _Index(graph=False), linking="ner")
+    with pytest.raises(ConfigError, match=r"\['k2'\]; valid: .*'fusion'.*'k1'"):
+        load_retriever("dense+bm25", _Index(graph=False), k2=1.0)

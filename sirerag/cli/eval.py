@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
 
+    check_numbers(args)
     index = load_index(args.index)
     questions = _questions(args, index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
@@ -80,15 +81,28 @@ def _questions(args: argparse.Namespace, index: Any) -> list[Any]:
     return questions
 
 
+def check_numbers(args: argparse.Namespace) -> None:
+    """The numeric options are positive integers (before any index or model is loaded)."""
+    from sirerag.errors import check
+
+    for option in ("limit", "depth", "top_k", "token_budget"):
+        value = getattr(args, option)
+        check(value is None or value >= 1, f"--{option.replace('_', '-')}", value, "a positive integer")
+
+
 def print_table(result: dict[str, Any]) -> None:
     print(f"retriever {result['retriever']} on {result['n_questions']} questions "
           f"(pool of {result.get('pool_entries', '?')} entries)")
     for key, value in result.items():
-        if "@" in key:
+        if "@" in key and not isinstance(value, dict):
             shown = "n/a" if value is None else f"{value:.4f}"
             print(f"  {key:<22} {shown}")
     print(f"  answer_recall over {result['answer_recall_questions']} questions "
           f"({result['yes_no_excluded']} yes/no left out)")
+    for key, value in result.items():
+        if key.startswith("kind_share@") and value:
+            shares = ", ".join(f"{kind} {share:.0%}" for kind, share in value.items())
+            print(f"  top-{key.split('@')[1]} slots by kind: {shares}")
     print(f"  latency ms p50 {result['latency_ms_p50']}  p95 {result['latency_ms_p95']}")
 
 

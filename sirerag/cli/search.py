@@ -7,22 +7,27 @@ from typing import Any
 
 from sirerag.cli.common import add_common
 
-RETRIEVER_HELP = "dense (default), bm25, colbert, ppr, or a fusion such as dense+bm25"
+RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: dense+bm25+ppr with "
+                  "--linking ner when the index has a graph, else dense+bm25)")
 
 
 def add_retriever_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--retriever", default="dense", help=RETRIEVER_HELP)
-    p.add_argument("--linking", choices=["ner", "fact"], help="query linking for --retriever ppr (default fact)")
+    p.add_argument("--retriever", help=RETRIEVER_HELP)
+    p.add_argument("--linking", choices=["ner", "fact"], help="query linking for --retriever ppr (default ner)")
     p.add_argument("--checkpoint", help="ColBERT checkpoint (local path or name) for --retriever colbert")
     p.add_argument("--fact-filter", metavar="LLM_SPEC",
                    help="LLM that filters the retrieved facts of --linking fact (HippoRAG 2's recognition memory)")
     p.add_argument("--passage-weight", type=float,
-                   help="--retriever ppr: weight of the dense passage scores in the reset (default 0.05 fact, 0 ner)")
+                   help="--retriever ppr: weight of the passage seeds in the reset (default 0.05)")
+    p.add_argument("--fusion", choices=["score", "rrf"], help="fusion of a+b retrievers (default score)")
+    p.add_argument("--pool-rule", choices=["passages", "native"],
+                   help="over a full pool: passages (summaries and aggregates never push out passages; default "
+                        "for ppr) or native (the retriever's own ranking; default for the others)")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter),
-             ("passage_weight", args.passage_weight))
+             ("passage_weight", args.passage_weight), ("fusion", args.fusion), ("pool_rule", args.pool_rule))
     return {k: v for k, v in pairs if v is not None}
 
 
@@ -41,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.errors import check
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
+    from sirerag.retrievers.base import check_query
 
     check(args.k >= 1, "-k", args.k, "a positive integer")
+    check_query(args.query)
     index = load_index(args.index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
     hits = retriever.search(args.query, k=args.k)

@@ -62,6 +62,8 @@ def load_questions(path: str | Path, *, split: str | None = None, limit: int | N
         for name, kind in (("question", str), ("answers", list), ("gold_passage_ids", list)):
             if not isinstance(row.get(name), kind):
                 raise InputError(f"{path}: question row {lineno}: field '{name}' must be a {kind.__name__}")
+        if not row["question"].strip():
+            raise InputError(f"{path}: question row {lineno}: 'question' is empty")
         if split is not None and row.get("split") != split:
             continue
         out.append(Question(id=str(row.get("id", lineno)), question=row["question"],
@@ -133,6 +135,7 @@ class RetrievalResult:
     no_answer_excluded: int
     latency_ms_p50: float
     latency_ms_p95: float
+    kind_share: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
     rankings: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,7 +148,9 @@ class RetrievalResult:
         out.update({f"mrr@{k}": v for k, v in self.mrr.items()})
         out["passage_recall_curve"] = list(self.passage_recall_curve)
         out.update(answer_recall_questions=self.answer_recall_questions, yes_no_excluded=self.yes_no_excluded,
-                   no_answer_excluded=self.no_answer_excluded, latency_ms_p50=self.latency_ms_p50,
+                   no_answer_excluded=self.no_answer_excluded)
+        out.update({f"kind_share@{k}": dict(v) for k, v in self.kind_share.items()})
+        out.update(latency_ms_p50=self.latency_ms_p50,
                    latency_ms_p95=self.latency_ms_p95)
         return out
 
@@ -158,6 +163,7 @@ def evaluate_retrieval(
     ks: Sequence[int] = PASSAGE_KS,
     budgets: Sequence[int] = TOKEN_BUDGETS,
     depth: int = 200,
+    share_k: int = 5,
     show_progress: bool = True,
 ) -> RetrievalResult:
     """Passage recall@k, nDCG@10, MRR@10 and answer recall@T of ``retriever`` over ``pool``.
@@ -168,6 +174,8 @@ def evaluate_retrieval(
 
     Args:
         depth: pool entries retrieved per question (enough to fill the largest budget).
+        share_k: the top slots counted in ``kind_share@k`` (the share of those slots held by each
+            kind of entry, ``tree/kind`` such as ``relatedness/aggregate``, over all questions).
     """
     from tqdm.auto import tqdm
 
@@ -178,12 +186,17 @@ def evaluate_retrieval(
     latencies: list[float] = []
     yes_no = no_answer = 0
     curve_ks = range(1, CURVE_MAX_K + 1)
+    kinds: dict[str, int] = {}
     for q in tqdm(questions, desc=f"eval {retriever.name}", unit="q", disable=not show_progress):
         start = time.perf_counter()
         hits = retriever.search(q.question, k=depth)
         latencies.append((time.perf_counter() - start) * 1000.0)
         ranked = passage_ranking(hits, pool)
         rankings[q.id] = tuple(ranked)
+        for hit in hits[:share_k]:
+            entry = pool.get(hit.entry_id)
+            kind = "leaf" if entry.kind == "leaf" else f"{entry.tree}/{entry.kind}"
+            kinds[kind] = kinds.get(kind, 0) + 1
         gold = q.gold_passage_ids
         values = {**{f"r{k}": passage_recall(ranked, gold, k) for k in ks},
                   **{f"c{k}": passage_recall(ranked, gold, k) for k in curve_ks},
@@ -216,6 +229,7 @@ def evaluate_retrieval(
         no_answer_excluded=no_answer,
         latency_ms_p50=round(float(np.percentile(latencies, 50)), 2) if latencies else 0.0,
         latency_ms_p95=round(float(np.percentile(latencies, 95)), 2) if latencies else 0.0,
+        kind_share={share_k: {kind: n / (sum(kinds.values()) or 1) for kind, n in sorted(kinds.items())}},
         rankings=rankings,
     )
 

@@ -7,7 +7,8 @@ probabilities (HippoRAG's NER-to-node and HippoRAG 2's query-to-fact linking).
 """
 from __future__ import annotations
 
-from sirerag.graph.build import EntityGraph, GraphFact, build_graph, synonym_edges
+from sirerag.graph.build import EntityGraph, GraphFact, build_graph
+from sirerag.graph.synonyms import synonym_edges
 from sirerag.graph.ppr import PersonalizedPageRank, personalized_pagerank
 
 __all__ = ["EntityGraph", "GraphFact", "PersonalizedPageRank", "build_graph", "personalized_pagerank",

@@ -7,6 +7,9 @@ HippoRAG 2. Edges are undirected and weighted:
 
 * entity-entity *co-occurrence*: weight = number of propositions that mention both;
 * passage-entity *contains*: weight 1 for every entity mentioned in the passage;
+* passage-title *title*: the document's title is an entity node (an alias of the
+  entity of the same name, or a node of its own) tied to each of the document's
+  passages with a heavier weight (``title_weight``, default 2);
 * entity-entity *synonym*: weight = cosine similarity of the entity embeddings,
   for pairs at or above a threshold, each entity keeping at most a given number of
   synonyms (strongest first). Entities with fewer than 3 alphanumeric characters
@@ -17,6 +20,7 @@ When one pair of entities gets edges of several kinds their weights add up.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Sequence
@@ -26,12 +30,10 @@ import scipy.sparse as sp
 
 from sirerag.errors import check
 from sirerag.extraction.normalize import entity_key, is_entity, normalize_entity
+from sirerag.graph.synonyms import MIN_SYNONYM_CHARS, alnum_count, synonym_edges
 from sirerag.types import Proposition
 
 logger = logging.getLogger(__name__)
-
-#: entities with fewer alphanumeric characters than this get no synonym edges
-MIN_SYNONYM_CHARS = 3
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,6 @@ class EntityGraph:
         return {pid: offset + i for i, pid in enumerate(self.passages)}
 
 
-def alnum_count(text: str) -> int:
-    """Number of alphanumeric characters of ``text`` (Unicode aware)."""
-    return sum(ch.isalnum() for ch in text)
-
-
 def _entities_of(prop: Proposition) -> list[tuple[str, str]]:
     """Distinct ``(key, display name)`` of a proposition's entities, in order; names that
     are not entities after normalisation (empty, pronouns, punctuation) are dropped."""
@@ -154,87 +151,32 @@ def structural_edges(
     return names, cooc, contains_edges, counts, facts
 
 
-def synonym_edges(
-    embeddings: np.ndarray,
-    *,
-    threshold: float = 0.8,
-    max_neighbors: int = 100,
-    eligible: np.ndarray | None = None,
-    block_size: int | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Synonym pairs by exact cosine kNN, computed in row blocks so memory stays bounded.
+def title_edges(titles: Sequence[str], entities: list[str], n_passages: int) -> dict[tuple[int, int], float]:
+    """Title node of every passage with a title, as ``{(entity node, passage position): 1}``.
 
-    Every eligible entity proposes its ``max_neighbors`` most similar eligible entities
-    with cosine ``>= threshold``; the proposed pairs are then accepted strongest first
-    while both ends have fewer than ``max_neighbors`` synonyms, so no entity ends up
-    with more than ``max_neighbors`` synonym edges.
-
-    Args:
-        embeddings: ``(n, dim)`` L2-normalised rows.
-        threshold: minimum cosine similarity.
-        max_neighbors: maximum synonym edges per entity (0 disables synonyms).
-        eligible: boolean mask of entities that may get synonyms (default: all).
-        block_size: rows per block (default: about 16M similarities per block).
-
-    Returns:
-        ``(rows, cols, sims)`` with ``rows < cols``, sorted by decreasing similarity.
-    """
-    check(0.0 < float(threshold) <= 1.0, "synonym threshold", threshold, "a cosine similarity in (0, 1]")
-    check(int(max_neighbors) >= 0, "synonym max_neighbors", max_neighbors, "an integer >= 0")
-    x = np.ascontiguousarray(embeddings, dtype=np.float32)
-    n = x.shape[0]
-    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-    if n < 2 or max_neighbors == 0:
-        return empty
-    mask = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
-    idx = np.flatnonzero(mask)
-    if idx.size < 2:
-        return empty
-    sub = x[idx]
-    m = sub.shape[0]
-    block = block_size or max(1, min(4096, (1 << 24) // m))
-    k = min(max_neighbors, m - 1)
-    rows_l, cols_l, sims_l = [], [], []
-    for start in range(0, m, block):
-        stop = min(start + block, m)
-        sims = sub[start:stop] @ sub.T
-        sims[np.arange(stop - start), np.arange(start, stop)] = -np.inf
-        if k < m - 1:
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        else:
-            top = np.broadcast_to(np.arange(m), (stop - start, m))
-        top_sims = np.take_along_axis(sims, top, axis=1)
-        keep = top_sims >= threshold
-        r = np.repeat(np.arange(start, stop), keep.sum(axis=1))
-        rows_l.append(r)
-        cols_l.append(top[keep])
-        sims_l.append(top_sims[keep].astype(np.float64))
-    rows = np.concatenate(rows_l)
-    cols = np.concatenate(cols_l)
-    sims = np.concatenate(sims_l)
-    if rows.size == 0:
-        return empty
-    lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
-    _, first = np.unique(lo * m + hi, return_index=True)
-    lo, hi, sims = lo[first], hi[first], sims[first]
-    order = np.lexsort((hi, lo, -sims))  # strongest first, ties by index
-    degree = np.zeros(m, dtype=np.int64)
-    accepted = np.zeros(order.size, dtype=bool)
-    for pos, pair in enumerate(order.tolist()):
-        a, b = int(lo[pair]), int(hi[pair])
-        if degree[a] < max_neighbors and degree[b] < max_neighbors:
-            degree[a] += 1
-            degree[b] += 1
-            accepted[pos] = True
-    chosen = order[accepted]
-    return idx[lo[chosen]], idx[hi[chosen]], sims[chosen]
+    The title is an alias of the entity of the same key: an existing node is reused,
+    otherwise a node is appended to ``entities`` (in place)."""
+    index = {entity_key(name): i for i, name in enumerate(entities)}
+    edges: dict[tuple[int, int], float] = {}
+    for pos, title in enumerate(titles[:n_passages]):
+        if not title or not is_entity(title):
+            continue
+        key = entity_key(title)
+        if key not in index:
+            index[key] = len(entities)
+            entities.append(normalize_entity(title))
+        edges[(index[key], pos)] = 1.0
+    return edges
 
 
 def build_graph(
     passages: Sequence[str],
     propositions: Sequence[Proposition],
     *,
+    titles: Sequence[str] | None = None,
+    title_weight: float = 2.0,
     embedder: Any | None = None,
+    embed_facts: bool = True,
     synonym_threshold: float = 0.8,
     synonym_max_neighbors: int = 100,
     block_size: int | None = None,
@@ -244,55 +186,79 @@ def build_graph(
     Args:
         passages: passage (document) ids in corpus order; every one becomes a node.
         propositions: propositions with normalised entities and their ``doc_id``.
-        embedder: embeds entity names (for synonym edges and query linking) and
-            proposition texts (for fact linking); None builds no synonym edges and
-            stores no embeddings.
+        titles: the title of each passage's document ("" for none), aligned with
+            ``passages``: the title becomes an entity node (or is an alias of the entity
+            of the same name) tied to the passage with weight ``title_weight``.
+        title_weight: weight of a title edge (a mention edge weighs 1).
+        embedder: embeds entity names (for synonym edges and query linking) and, with
+            ``embed_facts``, proposition texts (for fact linking); None builds no synonym
+            edges and stores no embeddings.
+        embed_facts: also embed the facts (only ``fact`` linking needs them).
         synonym_threshold: minimum cosine for a synonym edge.
         synonym_max_neighbors: maximum synonym edges per entity.
         block_size: rows per block of the synonym kNN.
 
     Returns:
-        The :class:`EntityGraph`.
+        The :class:`EntityGraph`; ``stats["seconds"]`` holds the time of each stage.
 
     Raises:
         ValueError: a proposition names a passage not in ``passages``.
     """
+    check(float(title_weight) >= 0, "graph.title_weight", title_weight, "a number >= 0")
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
     entities, cooc, contains, counts, facts = structural_edges(passages, propositions)
+    n_mentioned = len(entities)
+    titled = title_edges(list(titles or ()), entities, len(passages)) if title_weight > 0 else {}
     n_e = len(entities)
     n = n_e + len(passages)
+    # entity nodes created by titles shift passage nodes: re-key the contains edges
+    contains = {(e, p - n_mentioned + n_e): w for (e, p), w in contains.items()}
+    linked = {(e, n_e + p): float(title_weight) for (e, p), _ in titled.items()}
+    mentioned = set(contains)
+    counts = np.concatenate([counts, np.zeros(n_e - n_mentioned, np.int64)])
+    for edge in linked:
+        if edge not in mentioned:
+            counts[edge[0]] += 1
+    seconds["structure"] = time.perf_counter() - start
     dim = int(embedder.dim) if embedder is not None else 0
     ent_emb = np.zeros((n_e, dim), dtype=np.float32)
-    fact_emb = np.zeros((len(facts), dim), dtype=np.float32)
+    fact_emb = np.zeros((len(facts) if embed_facts else 0, dim), dtype=np.float32)
     syn = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
-    if embedder is not None:
-        if n_e:
-            ent_emb = np.asarray(embedder.encode_documents(entities), dtype=np.float32)
-            eligible = np.array([alnum_count(e) >= MIN_SYNONYM_CHARS for e in entities], dtype=bool)
-            syn = synonym_edges(ent_emb, threshold=synonym_threshold, max_neighbors=synonym_max_neighbors,
-                                eligible=eligible, block_size=block_size)
-        if facts:
-            fact_emb = np.asarray(embedder.encode_documents([f.text for f in facts]), dtype=np.float32)
-    rows = np.concatenate([
-        np.fromiter((a for a, _ in cooc), dtype=np.int64, count=len(cooc)),
-        np.fromiter((a for a, _ in contains), dtype=np.int64, count=len(contains)),
-        syn[0],
-    ])
-    cols = np.concatenate([
-        np.fromiter((b for _, b in cooc), dtype=np.int64, count=len(cooc)),
-        np.fromiter((b for _, b in contains), dtype=np.int64, count=len(contains)),
-        syn[1],
-    ])
-    weights = np.concatenate([np.fromiter(cooc.values(), dtype=np.float64, count=len(cooc)),
-                              np.ones(len(contains)), syn[2]])
+    if embedder is not None and n_e:
+        start = time.perf_counter()
+        ent_emb = np.asarray(embedder.encode_documents(entities), dtype=np.float32)
+        seconds["embed_entities"] = time.perf_counter() - start
+        start = time.perf_counter()
+        eligible = np.array([alnum_count(e) >= MIN_SYNONYM_CHARS for e in entities], dtype=bool)
+        syn = synonym_edges(ent_emb, threshold=synonym_threshold, max_neighbors=synonym_max_neighbors,
+                            eligible=eligible, block_size=block_size)
+        seconds["synonyms"] = time.perf_counter() - start
+    if embedder is not None and embed_facts and facts:
+        start = time.perf_counter()
+        fact_emb = np.asarray(embedder.encode_documents([f.text for f in facts]), dtype=np.float32)
+        seconds["embed_facts"] = time.perf_counter() - start
+    start = time.perf_counter()
+    parts = [(cooc, 1.0), (contains, 1.0), (linked, 1.0)]
+    rows = np.concatenate([np.fromiter((a for a, _ in d), dtype=np.int64, count=len(d)) for d, _ in parts]
+                          + [syn[0]])
+    cols = np.concatenate([np.fromiter((b for _, b in d), dtype=np.int64, count=len(d)) for d, _ in parts]
+                          + [syn[1]])
+    weights = np.concatenate([np.fromiter(d.values(), dtype=np.float64, count=len(d)) for d, _ in parts]
+                             + [syn[2]])
     upper = sp.coo_matrix((weights, (rows, cols)), shape=(n, n))
     adjacency = (upper + upper.T).tocsr()  # duplicate pairs are summed
     adjacency.sum_duplicates()
     adjacency.sort_indices()
-    stats = {"entity_nodes": n_e, "passage_nodes": len(passages), "cooccurrence_edges": len(cooc),
-             "contains_edges": len(contains), "synonym_edges": int(syn[0].size),
-             "undirected_edges": int(adjacency.nnz // 2), "facts": len(facts)}
-    logger.info("entity graph: %d entities, %d passages, %d co-occurrence / %d contains / %d synonym edges",
-                n_e, len(passages), len(cooc), len(contains), syn[0].size)
+    seconds["adjacency"] = time.perf_counter() - start
+    stats = {"entity_nodes": n_e, "title_only_nodes": n_e - n_mentioned, "passage_nodes": len(passages),
+             "cooccurrence_edges": len(cooc), "contains_edges": len(contains), "title_edges": len(linked),
+             "synonym_edges": int(syn[0].size), "undirected_edges": int(adjacency.nnz // 2), "facts": len(facts),
+             "fact_embeddings": int(fact_emb.shape[0]),
+             "seconds": {k: round(v, 3) for k, v in seconds.items()}}
+    logger.info("entity graph: %d entities (%d from titles only), %d passages, %d co-occurrence / %d contains / "
+                "%d title / %d synonym edges", n_e, n_e - n_mentioned, len(passages), len(cooc), len(contains),
+                len(linked), syn[0].size)
     return EntityGraph(entities=tuple(entities), passages=tuple(passages), adjacency=adjacency,
                        entity_passages=counts, facts=tuple(facts), entity_embeddings=ent_emb,
                        fact_embeddings=fact_emb, stats=stats)

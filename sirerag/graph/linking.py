@@ -75,6 +75,27 @@ def ner_seeds(graph: EntityGraph, query_entities: Sequence[str], entity_embeddin
     return seeds
 
 
+def surface_seeds(graph: EntityGraph, matches: Sequence[tuple[str, int]], rest: Sequence[str],
+                  rest_embeddings: np.ndarray) -> Seeds:
+    """Seeds from longest-match surface links (``ner`` with a surface index).
+
+    Args:
+        graph: the entity graph.
+        matches: ``(matched text, node)`` of the query's longest non-overlapping
+            surface matches (:class:`~sirerag.graph.surface.SurfaceIndex`).
+        rest: tagger entities of the query not covered by a match; each is linked to
+            its nearest entity node by embedding, as in :func:`ner_seeds`.
+        rest_embeddings: ``(len(rest), dim)`` L2-normalised rows.
+
+    Every linked node gets its specificity ``1 / passages`` as weight.
+    """
+    seeds = ner_seeds(graph, rest, rest_embeddings) if len(rest) else Seeds()
+    for text, node in matches:
+        seeds.query_entities.append((text, int(node), 1.0))
+        seeds.entities[int(node)] = specificity(graph, int(node))
+    return seeds
+
+
 def top_facts(graph: EntityGraph, query_embedding: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The ``k`` facts most similar to the query, with min-max normalised scores, best first."""
     if not graph.facts or k <= 0:

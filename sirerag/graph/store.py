@@ -94,7 +94,7 @@ def load_graph(directory: str | Path) -> tuple[EntityGraph, dict[str, Any]]:
                   for r in _rows(directory / _FACTS))
     ent_emb = load_npy(directory / "entity_embeddings.npy")
     fact_emb = load_npy(directory / "fact_embeddings.npy")
-    if ent_emb.shape[0] != len(entities) or fact_emb.shape[0] != len(facts):
+    if ent_emb.shape[0] != len(entities) or fact_emb.shape[0] not in (0, len(facts)):
         raise IndexFormatError(f"{directory}: embeddings have {ent_emb.shape[0]} entity and {fact_emb.shape[0]} "
                                f"fact rows for {len(entities)} entities and {len(facts)} facts")
     graph = EntityGraph(entities=tuple(entities), passages=tuple(passages), adjacency=adjacency,
@@ -118,13 +118,17 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
         The component record for the manifest (``path``, ``type``, settings, counts, seconds).
     """
     start = time.perf_counter()
-    graph = build_graph([d.id for d in documents], propositions, embedder=embedder,
+    graph = build_graph([d.id for d in documents], propositions, titles=[d.title for d in documents],
+                        title_weight=config.title_weight, embedder=embedder, embed_facts=config.embed_facts,
                         synonym_threshold=config.synonym_threshold,
                         synonym_max_neighbors=config.synonym_max_neighbors)
-    settings = {"synonym_threshold": config.synonym_threshold,
+    settings = {"title_weight": config.title_weight, "embed_facts": config.embed_facts,
+                "synonym_threshold": config.synonym_threshold,
                 "synonym_max_neighbors": config.synonym_max_neighbors,
                 "damping": config.damping, "tol": config.tol, "max_iter": config.max_iter}
+    start_save = time.perf_counter()
     meta = save_graph(Path(out) / GRAPH_DIR, graph, embedder=getattr(embedder, "spec", None), settings=settings)
+    graph.stats.setdefault("seconds", {})["save"] = round(time.perf_counter() - start_save, 3)
     seconds = round(time.perf_counter() - start, 3)
     logger.info("entity graph written to %s in %.1fs", Path(out) / GRAPH_DIR, seconds)
     return {"type": "entity_graph", "path": GRAPH_DIR, "format": GRAPH_FORMAT, "embedder": meta["embedder"],

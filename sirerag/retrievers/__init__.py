@@ -1,17 +1,21 @@
 """Retrievers over a pool: dense, BM25, ColBERTv2, Personalized PageRank and their fusion.
 
 :func:`load_retriever` builds one by name from a loaded index. ``a+b`` fuses the
-rankings of several retrievers with reciprocal-rank fusion.
+rankings of several retrievers (min-max score fusion by default, or RRF). Over a pool
+with summaries or aggregates, the ranking is rearranged by the pool rule of
+:mod:`~sirerag.retrievers.pool_rank` so that they never push out the passages.
+:func:`default_retriever` names the retriever used when none is asked for.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from sirerag.errors import ConfigError
 from sirerag.retrievers.base import Hit, Retriever
 
-__all__ = ["Hit", "Retriever", "RETRIEVERS", "load_retriever"]
+__all__ = ["Hit", "Retriever", "RETRIEVERS", "OPTIONS", "default_retriever", "load_base", "load_retriever"]
 
 #: retriever name -> module that provides ``load(index, **options) -> Retriever``
 RETRIEVERS: dict[str, str] = {
@@ -21,18 +25,96 @@ RETRIEVERS: dict[str, str] = {
     "ppr": "sirerag.retrievers.ppr",
 }
 
+#: options each retriever takes (anything else is an error, not silently ignored)
+OPTIONS: dict[str, frozenset[str]] = {
+    "dense": frozenset({"embedder"}),
+    "bm25": frozenset({"k1", "b", "method"}),
+    "colbert": frozenset({"checkpoint", "nbits", "doc_maxlen", "query_maxlen", "timeout", "build_timeout",
+                          "rebuild"}),
+    "ppr": frozenset({"embedder", "linking", "fact_filter", "tagger", "damping", "tol", "max_iter",
+                      "passage_weight", "top_facts", "top_entities", "surface", "passage_seeds", "bm25_share",
+                      "entry_score"}),
+}
+FUSION_OPTIONS = frozenset({"fusion", "fusion_weights", "rrf_k", "fusion_depth"})
+#: options of the pool rule (any retriever)
+POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "anchor", "drop_covered", "pool_depth"})
+#: the default retriever, best first; the first one whose needs the index meets is used
+#: The retriever used when none is asked for, best first; one whose needs the index does not meet is
+#: skipped. A retriever enters this list only once it has measured best on all three bench corpora
+#: (musique, 2wikimultihopqa, hotpotqa): dense+bm25+ppr led on data/ (40 MuSiQue questions) but has
+#: not been measured on the bench corpora yet, so dense stays the default.
+DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("dense", {}),
+)
+#: retrievers whose ranking goes through the pool rule by default (the others keep their own)
+POOL_RULE_DEFAULT = frozenset({"ppr"})
 
-def load_retriever(name: str, index: Any, **options: Any) -> Retriever:
-    """Build the retriever ``name`` (or a fusion ``a+b``) over a loaded index.
 
-    Options are passed to the retriever (e.g. ``embedder=`` for dense, ``checkpoint=``
-    for colbert, ``linking=`` for ppr); a retriever ignores options it does not take.
-    """
-    if "+" in name:
-        from sirerag.retrievers.hybrid import load as load_hybrid
+def default_retriever(index: Any) -> tuple[str, dict[str, Any]]:
+    """``(name, options)`` of the retriever used when none is asked for: the first of
+    :data:`DEFAULTS` the index can serve (a PPR retriever needs a graph and the ``ppr`` extra)."""
+    has_graph = index.component("graph") is not None
+    for name, options in DEFAULTS:
+        if "ppr" in name.split("+"):
+            if not has_graph or importlib.util.find_spec("ahocorasick") is None:
+                continue
+        return name, dict(options)
+    return DEFAULTS[-1][0], dict(DEFAULTS[-1][1])
 
-        return load_hybrid(name, index, **options)
+
+def _check_options(name: str, options: dict[str, Any]) -> None:
+    parts = name.split("+")
+    allowed = set(POOL_OPTIONS)
+    for part in parts:
+        allowed |= OPTIONS.get(part, frozenset())
+    if len(parts) > 1:
+        allowed |= FUSION_OPTIONS
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ConfigError(f"retriever {name!r} does not take option(s) {unknown}; valid: {sorted(allowed)}")
+
+
+def load_base(name: str, index: Any, **options: Any) -> Retriever:
+    """One retriever (no fusion, no pool rule) over a loaded index."""
     if name not in RETRIEVERS:
         raise ConfigError(f"retriever must be one of {sorted(RETRIEVERS)} or a fusion like 'dense+bm25', got {name!r}")
     module = importlib.import_module(RETRIEVERS[name])
     return module.load(index, **options)
+
+
+def load_retriever(name: str | None, index: Any, **options: Any) -> Retriever:
+    """Build the retriever ``name`` (or a fusion ``a+b``; None: :func:`default_retriever`)
+    over a loaded index.
+
+    Options are passed to the retriever (e.g. ``embedder=`` for dense, ``checkpoint=``
+    for colbert, ``linking=`` for ppr; a fusion passes each part the options it takes).
+    Pool options (any retriever): ``pool_rule`` (``passages`` = the rule of
+    :mod:`~sirerag.retrievers.pool_rank`, the default for ``ppr``; ``native`` = the
+    retriever's own ranking, the default for the others and for fusions), ``leaf_share``,
+    ``anchor``, ``drop_covered``, ``pool_depth``.
+
+    Raises:
+        ConfigError: unknown retriever or option.
+    """
+    if name is None:
+        name, defaults = default_retriever(index)
+        options = {**defaults, **options}
+    if not name or any(part not in RETRIEVERS for part in name.split("+")) and "+" not in name:
+        raise ConfigError(f"retriever must be one of {sorted(RETRIEVERS)} or a fusion like 'dense+bm25', got {name!r}")
+    _check_options(name, options)
+    pool_options = {k: options.pop(k) for k in list(options) if k in POOL_OPTIONS}
+    if "+" in name:
+        from sirerag.retrievers.hybrid import load as load_hybrid
+
+        retriever = load_hybrid(name, index, **options)
+    else:
+        retriever = load_base(name, index, **options)
+    mode = pool_options.pop("pool_rule", "passages" if name in POOL_RULE_DEFAULT else "native")
+    if mode not in ("passages", "native"):
+        raise ConfigError(f"pool_rule must be 'passages' or 'native', got {mode!r}")
+    from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, has_non_leaves
+
+    if mode == "native" or not has_non_leaves(index.pool):
+        return retriever
+    depth = pool_options.pop("pool_depth", 200)
+    return PoolRanker(retriever, index.pool, PoolRule(**pool_options), depth=depth)

@@ -1,11 +1,12 @@
 """HippoRAG-style retrieval: Personalized PageRank over the index's entity graph.
 
-A query is linked to the graph (``linking="fact"``: HippoRAG 2's query-to-fact,
-the default; ``"ner"``: HippoRAG v1's entities-to-nodes), PageRank spreads the
-reset mass over entities and passages, and pool entries are ranked by the mass of
-the graph nodes they cover: the mean over an entry's passages (and, for an
-aggregate, its entity). A pool of leaves is thereby ranked exactly like the
-passages; summaries and aggregates are ranked from the same PageRank vector.
+A query is linked to the graph (``linking="ner"``: longest surface-form matches, then
+HippoRAG v1's entities-to-nodes for the rest; ``"fact"``: HippoRAG 2's query-to-fact),
+PageRank spreads the reset mass over entities and passages, and pool entries are
+ranked by the mass of the passages they cover (``entry_score="mean"``: the mean over
+their passages, without the entity node of an aggregate). A pool of leaves is thereby ranked exactly like the passages; summaries and
+aggregates are ranked from the same PageRank vector (and, over a full pool, arranged
+by the pool rule of :mod:`~sirerag.retrievers.pool_rank`).
 
 When linking finds no seed (no entity in the query, or every fact filtered out)
 the query is answered by dense retrieval over the pool, as HippoRAG 2 does.
@@ -13,6 +14,7 @@ the query is answered by dense retrieval over the pool, as HippoRAG 2 does.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -20,34 +22,52 @@ import scipy.sparse as sp
 
 from sirerag.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
-from sirerag.graph.linking import Seeds, fact_seeds, ner_seeds, reset_vector, top_facts
+from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
-from sirerag.retrievers.base import Hit
+from sirerag.retrievers.base import Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.types import Pool
 
 logger = logging.getLogger(__name__)
 
 LINKING = ("fact", "ner")
+#: how passage seeds are scored: the dense score, or dense and BM25 min-max normalised and mixed
+PASSAGE_SEEDS = ("dense", "dense+bm25")
 #: passage seed weight by linking mode when none is given (HippoRAG 2 / HippoRAG v1)
-DEFAULT_PASSAGE_WEIGHT = {"fact": 0.05, "ner": 0.0}
+DEFAULT_PASSAGE_WEIGHT = {"fact": 0.05, "ner": 0.05}
 
 
-def entry_node_matrix(pool: Pool, graph: EntityGraph) -> sp.csr_matrix:
+ENTRY_SCORES = ("max", "mean", "entity")
+
+
+def entry_node_matrix(pool: Pool, graph: EntityGraph, *, with_entity: bool = True) -> sp.csr_matrix:
     """``(n_entries, n_nodes)``: row ``i`` averages the graph nodes entry ``i`` covers
-    (its passages, plus its entity for an aggregate); entries covering none are zero."""
+    (its passages, plus with ``with_entity`` its entity for an aggregate); entries covering
+    none are zero."""
     rows, cols, vals = [], [], []
     passage_node = graph.passage_index
     for i, entry in enumerate(pool.entries):
         nodes = {passage_node[p] for p in entry.passages if p in passage_node}
-        entity = graph.entity_node(entry.entity) if entry.entity is not None else None
+        entity = graph.entity_node(entry.entity) if with_entity and entry.entity is not None else None
         if entity is not None:
             nodes.add(entity)
-        for node in nodes:
+        for node in sorted(nodes):
             rows.append(i)
             cols.append(node)
             vals.append(1.0 / len(nodes))
     return sp.csr_matrix((vals, (rows, cols)), shape=(len(pool), graph.n_nodes))
+
+
+def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix, how: str) -> np.ndarray:
+    """Scores ``(n_entries, n_queries)`` of pool entries from node mass ``(n_nodes, n_queries)``:
+    ``max`` = the mass of the entry's best passage, ``mean``/``entity`` = the mean over its nodes."""
+    if how != "max":
+        return np.asarray(nodes @ mass)
+    out = np.zeros((nodes.shape[0], mass.shape[1]))
+    nonempty = np.flatnonzero(np.diff(nodes.indptr))
+    if nonempty.size:
+        out[nonempty] = np.maximum.reduceat(mass[nodes.indices], nodes.indptr[nonempty], axis=0)
+    return out
 
 
 class PPRRetriever:
@@ -57,7 +77,7 @@ class PPRRetriever:
         graph: the entity graph (with entity and fact embeddings).
         pool: the retrieval pool whose entries are ranked.
         embedder: the embedder the index was built with.
-        linking: ``fact`` (HippoRAG 2) or ``ner`` (HippoRAG v1).
+        linking: ``ner`` (surface matches, then HippoRAG v1's NER to node; the default) or ``fact`` (HippoRAG 2).
         tagger: for ``ner``, a function from a query to its normalised entities
             (the build's offline entity tagger).
         llm: optional LLM for the recognition filter of ``fact`` linking.
@@ -66,23 +86,38 @@ class PPRRetriever:
             (default 0.05 for ``fact``, 0 for ``ner``).
         top_facts: facts retrieved per query (``fact``).
         top_entities: entity seeds kept (``fact``).
+        surface: for ``ner``, link longest surface-form matches first (graph v2).
+        passage_seeds: ``dense+bm25`` (default) or ``dense`` passage seed scores.
+        bm25_share: BM25's share of the passage seed score.
+        entry_score: ``mean`` (the mean mass of its passages; the default), ``max`` (its
+            best passage) or ``entity`` (the mean over its passages and its entity node).
     """
 
     name = "ppr"
 
-    def __init__(self, graph: EntityGraph, pool: Pool, embedder: Any, *, linking: str = "fact",
+    def __init__(self, graph: EntityGraph, pool: Pool, embedder: Any, *, linking: str = "ner",
                  tagger: Callable[[str], Sequence[str]] | None = None, llm: Any | None = None,
                  damping: float = 0.5, tol: float = 1e-8, max_iter: int = 100,
-                 passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5) -> None:
+                 passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5,
+                 surface: bool = True, passage_seeds: str = "dense+bm25", bm25_share: float = 0.5,
+                 entry_score: str = "mean") -> None:
         check(linking in LINKING, "linking", linking, f"one of {LINKING}")
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
         weight = DEFAULT_PASSAGE_WEIGHT[linking] if passage_weight is None else float(passage_weight)
         check(weight >= 0, "passage_weight", passage_weight, "a number >= 0")
         check(isinstance(top_facts, int) and top_facts >= 1, "top_facts", top_facts, "an integer >= 1")
         check(isinstance(top_entities, int) and top_entities >= 1, "top_entities", top_entities, "an integer >= 1")
+        check(passage_seeds in PASSAGE_SEEDS, "passage_seeds", passage_seeds, f"one of {PASSAGE_SEEDS}")
+        check(0.0 <= float(bm25_share) <= 1.0, "bm25_share", bm25_share, "a number in [0, 1]")
+        check(entry_score in ENTRY_SCORES, "entry_score", entry_score, f"one of {ENTRY_SCORES}")
         if graph.entity_embeddings.shape[1] not in (0, embedder.dim) or pool.embeddings.shape[1] != embedder.dim:
             raise ConfigError(f"the embedder {embedder.spec} (dim {embedder.dim}) is not the one the index was "
                               "built with: search with the index embedder")
+        if linking == "fact" and graph.facts and graph.fact_embeddings.shape[0] != len(graph.facts):
+            logger.warning("embedding %d facts for fact linking (build with graph.embed_facts = true to store them)",
+                           len(graph.facts))
+            graph = replace(graph, fact_embeddings=np.asarray(
+                embedder.encode_documents([f.text for f in graph.facts]), dtype=np.float32))
         self.graph, self.pool, self.embedder = graph, pool, embedder
         self.linking, self.tagger, self.passage_weight = linking, tagger, weight
         self.top_facts, self.top_entities = top_facts, top_entities
@@ -92,12 +127,24 @@ class PPRRetriever:
             from sirerag.graph.recognition import RecognitionFilter
 
             self.recognition = RecognitionFilter(llm)
-        self.entry_nodes = entry_node_matrix(pool, graph)
+        self.entry_score = entry_score
+        self.entry_nodes = entry_node_matrix(pool, graph, with_entity=entry_score == "entity")
         self.ids = [e.id for e in pool.entries]
         leaf = [(i, graph.passage_index[e.passages[0]]) for i, e in enumerate(pool.entries)
                 if e.kind == "leaf" and e.passages and e.passages[0] in graph.passage_index]
         self._leaf_rows = np.array([i for i, _ in leaf], dtype=np.int64)
         self._leaf_passages = np.array([n - graph.n_entities for _, n in leaf], dtype=np.int64)
+        self.surface = None
+        if linking == "ner" and surface:
+            from sirerag.graph.surface import SurfaceIndex
+
+            self.surface = SurfaceIndex(graph.entities)
+        self.bm25, self.bm25_share = None, float(bm25_share)
+        if passage_seeds == "dense+bm25" and weight > 0 and bm25_share > 0:
+            from sirerag.retrievers.bm25 import BM25Retriever
+
+            self.bm25 = BM25Retriever([self.ids[i] for i in self._leaf_rows],
+                                      [pool.entries[i].text for i in self._leaf_rows])
         self.fallbacks = 0
 
     # -- linking ---------------------------------------------------------------------------------
@@ -111,15 +158,27 @@ class PPRRetriever:
         scores[missing] = scores[~missing].min()
         return scores
 
+    def seed_scores(self, query: str, entry_scores: np.ndarray) -> np.ndarray:
+        """Passage seed scores: min-max dense, mixed with min-max BM25 (``bm25_share``)."""
+        dense = min_max(self.passage_scores(entry_scores))
+        if self.bm25 is None:
+            return dense
+        lexical = np.zeros(len(self.graph.passages))
+        np.maximum.at(lexical, self._leaf_passages, self.bm25.scores(query))
+        return (1.0 - self.bm25_share) * dense + self.bm25_share * min_max(lexical)
+
     def link(self, queries: Sequence[str], query_embeddings: np.ndarray) -> list[Seeds]:
         """Seeds of each query (entity weights and the facts used)."""
         if self.linking == "ner":
             found = [list(dict.fromkeys(e for e in self.tagger(q) if e)) for q in queries]
+            matched = [self.surface.match(q) if self.surface is not None else [] for q in queries]
+            found = [[e for e in ents if not _covered(q, e, m)] for q, ents, m in zip(queries, found, matched)]
             flat = [e for ents in found for e in ents]
             emb = self.embedder.encode_documents(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
             out, start = [], 0
-            for ents in found:
-                out.append(ner_seeds(self.graph, ents, emb[start:start + len(ents)]))
+            for ents, m in zip(found, matched):
+                out.append(surface_seeds(self.graph, [(x.text, x.node) for x in m], ents,
+                                         emb[start:start + len(ents)]))
                 start += len(ents)
             return out
         candidates = [top_facts(self.graph, q, self.top_facts) for q in query_embeddings]
@@ -143,9 +202,9 @@ class PPRRetriever:
         dense = q @ self.pool.embeddings.T
         seeds = self.link(queries, q)
         resets = []
-        for row, s in zip(dense, seeds):
+        for query, row, s in zip(queries, dense, seeds):
             if s.entities:
-                resets.append(reset_vector(self.graph, s, self.passage_scores(row), self.passage_weight))
+                resets.append(reset_vector(self.graph, s, self.seed_scores(query, row), self.passage_weight))
         mass = self.pagerank.run(np.stack(resets, axis=1)) if resets else None
         return mass, seeds, dense
 
@@ -153,10 +212,11 @@ class PPRRetriever:
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        check_query(queries)
         if not len(queries):
             return []
         mass, seeds, dense = self.node_scores(queries)
-        entry_mass = self.entry_nodes @ mass if mass is not None else None
+        entry_mass = entry_scores(mass, self.entry_nodes, self.entry_score) if mass is not None else None
         results, column = [], 0
         for i, s in enumerate(seeds):
             if s.entities:
@@ -168,6 +228,12 @@ class PPRRetriever:
             order = top_k(scores, k)
             results.append([Hit(self.ids[j], float(scores[j])) for j in order])
         return results
+
+
+def _covered(query: str, entity: str, matches: Sequence[Any]) -> bool:
+    """True when the tagger entity lies on (overlaps) a surface match of the query."""
+    at = query.casefold().find(entity.casefold())
+    return at >= 0 and any(at < m.end and m.start < at + len(entity) for m in matches)
 
 
 def build_tagger(index: Any) -> Callable[[str], Sequence[str]]:
@@ -185,15 +251,15 @@ def build_tagger(index: Any) -> Callable[[str], Sequence[str]]:
     return lambda text: tagger.tag(text)
 
 
-def load(index: Any, *, embedder: Any | None = None, linking: str = "fact", fact_filter: Any | None = None,
+def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,
          tagger: Callable[[str], Sequence[str]] | None = None, **options: Any) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
     as ``hf:smollm2``, for the recognition filter of ``fact`` linking; calls are cached in
     ``<index>/cache/llm``), ``damping``, ``tol``, ``max_iter`` (default: the values
-    recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``;
-    others are ignored.
+    recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``,
+    ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`).
 
     Raises:
         IndexFormatError: the index has no entity graph.
@@ -207,7 +273,8 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "fact", fact
     settings = dict(meta.get("settings", {}))
     kwargs = {name: options[name] if options.get(name) is not None else settings[name]
               for name in ("damping", "tol", "max_iter") if options.get(name) is not None or name in settings}
-    for name in ("passage_weight", "top_facts", "top_entities"):
+    for name in ("passage_weight", "top_facts", "top_entities", "surface", "passage_seeds", "bm25_share",
+                 "entry_score"):
         if options.get(name) is not None:
             kwargs[name] = options[name]
     embedder = index_embedder(index, embedder)

@@ -1,0 +1,71 @@
+"""Rebuild only the entity graph of a built index, from its documents.jsonl and propositions.jsonl.
+
+Graph settings come from ``--config FILE.toml`` (its ``[graph]`` section) or the options
+below; embeddings come from the embedding cache (``--cache``, default ``INDEX/cache``),
+so a rebuild pays only for names it has not embedded before. With ``--out DIR`` the
+index is left alone: DIR gets links to its files and a graph of its own (a variant to
+compare); without it the graph of INDEX is replaced.
+
+    python scripts/rebuild_graph.py idx-musique --out idx-musique-tw3 --title-weight 3
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from sirerag.config import GraphConfig
+from sirerag.embedding import load_embedder
+from sirerag.graph.store import GRAPH_DIR, build_and_save_graph
+from sirerag.pool import load_index, register_component
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("index")
+    ap.add_argument("--out", help="write a variant index here (links to INDEX's files) instead of replacing")
+    ap.add_argument("--cache", help="embedding cache folder (default INDEX/cache)")
+    ap.add_argument("--title-weight", type=float)
+    ap.add_argument("--embed-facts", action="store_true")
+    ap.add_argument("--synonym-max-neighbors", type=int)
+    ap.add_argument("--synonym-threshold", type=float)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    src = Path(args.index)
+    index = load_index(src)
+    target = src
+    if args.out:
+        target = Path(args.out)
+        target.mkdir(parents=True, exist_ok=True)
+        for item in src.iterdir():
+            if item.name in (GRAPH_DIR, "manifest.json", "cache") or (target / item.name).exists():
+                continue
+            (target / item.name).symlink_to(item.resolve())
+        shutil.copy(src / "manifest.json", target / "manifest.json")
+    settings = dict(index.manifest.get("config", {}).get("graph", {}))
+    config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
+    changes = {"enabled": True}
+    for name in ("title_weight", "synonym_max_neighbors", "synonym_threshold"):
+        if getattr(args, name) is not None:
+            changes[name] = getattr(args, name)
+    if args.embed_facts:
+        changes["embed_facts"] = True
+    config = dataclasses.replace(config, **changes)
+    config.validate()
+    spec = index.manifest["embedder"].get("load_spec") or index.manifest["embedder"]["spec"]
+    cache = Path(args.cache) if args.cache else src / "cache"
+    embedder = load_embedder(spec, cache_dir=cache / "embeddings", show_progress=False)
+    start = time.perf_counter()
+    if (target / GRAPH_DIR).exists():
+        shutil.rmtree(target / GRAPH_DIR)
+    info = build_and_save_graph(target, index.documents(), index.propositions(), embedder=embedder, config=config)
+    register_component(target, "graph", **info)
+    print(json.dumps({"seconds": round(time.perf_counter() - start, 1), "stats": info["stats"]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Surface-form index of the entity graph: longest non-overlapping name matches in a query.
+
+Every entity node (names from the extractor and document titles alike) is indexed
+under its matching key (:func:`~sirerag.extraction.normalize.entity_key`, case-folded)
+and an accent-free variant of it, in an Aho–Corasick automaton (``pyahocorasick``).
+A query is case-folded the same way; all occurrences that start and end on word
+boundaries are found in one pass, and the longest ones that do not overlap are kept
+(longer first, then earlier). A match is kept only where the query writes it with a
+capital letter or a digit (unless the whole query is lower case), so that an entity
+named like a common word ("Film", "Music") is not linked from the word "film".
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from sirerag.errors import require
+from sirerag.extraction.normalize import entity_key
+
+#: surface forms shorter than this many alphanumeric characters are not indexed
+MIN_FORM_CHARS = 3
+
+
+def fold(text: str) -> str:
+    """Case-folded, accent-free form of ``text`` with the same length as ``text.casefold()``
+    where possible (combining marks are dropped after NFKD)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+@dataclass(frozen=True)
+class Match:
+    """One surface match: the query span ``[start, end)`` and the entity node it names."""
+
+    start: int
+    end: int
+    node: int
+    text: str
+
+
+class SurfaceIndex:
+    """Aho–Corasick index from surface forms to entity nodes.
+
+    Args:
+        names: entity display names; position ``i`` is node ``i``.
+        min_chars: forms with fewer alphanumeric characters are skipped.
+    """
+
+    def __init__(self, names: Sequence[str], *, min_chars: int = MIN_FORM_CHARS) -> None:
+        ahocorasick = require("ahocorasick", "ppr", purpose="the surface-form index of the entity graph")
+        self.automaton = ahocorasick.Automaton()
+        self.size = 0
+        for node, name in enumerate(names):
+            for form in self.forms(name):
+                if sum(ch.isalnum() for ch in form) < min_chars:
+                    continue
+                # the first node of a form wins (entity keys are unique, variants may collide)
+                if self.automaton.exists(form):
+                    continue
+                self.automaton.add_word(form, (len(form), node))
+                self.size += 1
+        if self.size:
+            self.automaton.make_automaton()
+
+    @staticmethod
+    def forms(name: str) -> Iterable[str]:
+        """The matching key of ``name`` and its accent-free variant."""
+        key = entity_key(name)
+        yield key
+        folded = fold(key)
+        if folded != key:
+            yield folded
+
+    def match(self, query: str) -> list[Match]:
+        """Longest non-overlapping matches of indexed forms in ``query``, in query order."""
+        if not self.size:
+            return []
+        text = fold(query)
+        if len(text) != len(query):  # a character changed length when folded: match on the plain casefold
+            text = query.casefold()
+            if len(text) != len(query):
+                text = query.lower()
+        lower_query = not any(ch.isupper() for ch in query)
+        found = []
+        for end, (length, node) in self.automaton.iter(text):
+            start = end - length + 1
+            if start > 0 and text[start - 1].isalnum() or end + 1 < len(text) and text[end + 1].isalnum():
+                continue  # not on word boundaries
+            span = query[start:end + 1]
+            if not lower_query and not any(ch.isupper() or ch.isdigit() for ch in span):
+                continue
+            found.append(Match(start, end + 1, node, span))
+        found.sort(key=lambda m: (-(m.end - m.start), m.start))
+        taken: list[Match] = []
+        for m in found:
+            if all(m.end <= t.start or m.start >= t.end for t in taken):
+                taken.append(m)
+        return sorted(taken, key=lambda m: m.start)

@@ -1,0 +1,118 @@
+"""Ranking a SiReRAG pool so that summaries and aggregates never push out the passages.
+
+A retriever ranks every pool entry on one scale; in a full pool, summaries and
+aggregates (which cover several passages and match many queries a little) can fill
+the top ranks and take the reading budget from the passages they came from. The
+rule here rearranges any retriever's ranking, using only the pool's structure:
+
+* **drop covered**: an entry whose passages are all already covered by the entries
+  ranked before it adds nothing new to the reading context and is dropped;
+* **anchor**: a summary or aggregate waits until one of its passages has been ranked
+  (it is placed right after the first leaf of a passage it covers), so it extends
+  what the passages found instead of replacing them;
+* **leaf share**: at any prefix of the ranking, at least ``leaf_share`` of the entries
+  are leaves; other entries beyond that wait for the next leaf.
+
+Entries that are still waiting when the retriever's list ends follow in their order.
+A pool of leaves is returned unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from sirerag.errors import check
+from sirerag.retrievers.base import Hit, Retriever
+from sirerag.types import Pool
+
+
+@dataclass(frozen=True)
+class PoolRule:
+    """Settings of :func:`arrange` (see the module docstring)."""
+
+    drop_covered: bool = True
+    anchor: bool = True
+    leaf_share: float = 0.5
+
+    def validate(self) -> None:
+        check(isinstance(self.drop_covered, bool), "drop_covered", self.drop_covered, "true or false")
+        check(isinstance(self.anchor, bool), "anchor", self.anchor, "true or false")
+        check(0.0 <= float(self.leaf_share) <= 1.0, "leaf_share", self.leaf_share, "a number in [0, 1]")
+
+
+def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
+    """Rearrange a ranking of pool entries by ``rule``; leaves keep their relative order."""
+    out: list[Hit] = []
+    covered: set[str] = set()
+    waiting: list[Hit] = []
+    n_leaves = 0
+
+    def room() -> bool:  # may one more non-leaf entry be placed now?
+        return n_leaves >= rule.leaf_share * (len(out) + 1) - 1e-9
+
+    def place(hit: Hit) -> bool:
+        passages = pool.get(hit.entry_id).passages
+        if rule.drop_covered and passages and covered.issuperset(passages):
+            return True  # nothing new: dropped
+        if rule.anchor and passages and covered.isdisjoint(passages):
+            return False
+        if not room():
+            return False
+        out.append(hit)
+        covered.update(passages)
+        return True
+
+    for hit in hits:
+        entry = pool.get(hit.entry_id)
+        if entry.kind != "leaf":
+            if not place(hit):
+                waiting.append(hit)
+            continue
+        if rule.drop_covered and entry.passages and covered.issuperset(entry.passages):
+            continue
+        out.append(hit)
+        n_leaves += 1
+        covered.update(entry.passages)
+        waiting = [h for h in waiting if not place(h)]
+    for hit in waiting:  # the retriever's list is exhausted: the rest in order
+        passages = pool.get(hit.entry_id).passages
+        if not (rule.drop_covered and passages and covered.issuperset(passages)):
+            out.append(hit)
+            covered.update(passages)
+    return out
+
+
+class PoolRanker:
+    """Wraps a retriever and rearranges its rankings over a full pool by :func:`arrange`.
+
+    Args:
+        base: the retriever over ``pool``.
+        pool: the pool it ranks.
+        rule: the ranking rule.
+        depth: entries taken from ``base`` per query (at least 4x the ``k`` asked for), so
+            that dropped and deferred entries leave enough to fill ``k``.
+    """
+
+    def __init__(self, base: Retriever, pool: Pool, rule: PoolRule | None = None, *, depth: int = 200) -> None:
+        self.rule = rule or PoolRule()
+        self.rule.validate()
+        check(isinstance(depth, int) and depth >= 1, "pool_depth", depth, "a positive integer")
+        self.base, self.pool, self.depth = base, pool, depth
+        self.name = base.name
+
+    def __getattr__(self, name: str) -> Any:  # fallbacks, linking details... of the wrapped retriever
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        depth = max(self.depth, 4 * k)
+        return [arrange(hits, self.pool, self.rule)[:k] for hits in self.base.search_many(queries, depth)]
+
+
+def has_non_leaves(pool: Pool) -> bool:
+    """True when the pool holds summaries, aggregates or propositions besides leaves."""
+    return any(e.kind != "leaf" for e in pool.entries)

@@ -1,0 +1,109 @@
+"""Graph v2: title nodes, longest-match surface linking, hybrid passage seeds (no model needed)."""
+from __future__ import annotations
+
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from sirerag.graph.build import build_graph
+from sirerag.types import Node, Pool, Proposition
+
+pytest.importorskip("ahocorasick")
+
+
+class HashEmbedder:
+    """Bag of hashed words, L2-normalised: deterministic and model-free."""
+
+    spec = "hash"
+    dim = 256
+
+    def encode_documents(self, texts):
+        out = np.zeros((len(texts), self.dim), np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                out[row, zlib.crc32(word.encode()) % self.dim] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+    encode_queries = encode_documents
+
+
+# (title, text, entities of its one proposition)
+DOCS = [
+    ("Marta Kowalski", "Marta Kowalski was born in Zielonka in 1952.", ("Marta Kowalski", "Zielonka")),
+    ("Zielonka", "A village beside Biała Creek, lined with willows.", ("Biała Creek",)),
+    ("Marta", "Marta is a given name; Marta Nowak was a painter born in Gdańsk.", ("Marta", "Marta Nowak", "Gdańsk")),
+    ("Kowalski", "Kowalski is a surname common in Poland, where many rivers flow.", ("Kowalski", "Poland")),
+    ("Vistula", "The Vistula is the longest river of Poland.", ("Vistula", "Poland")),
+    ("Oder", "The Oder river runs past Wrocław.", ("Oder", "Wrocław")),
+]
+QUESTION = "Which river flows through the birthplace of Marta Kowalski?"
+
+
+def corpus(title_weight: float):
+    ids = [f"p{i}" for i in range(len(DOCS))]
+    props = [Proposition(id=f"f{i}", text=text, entities=ents, chunk_id=f"c{i}", doc_id=ids[i], index=0)
+             for i, (_, text, ents) in enumerate(DOCS)]
+    graph = build_graph(ids, props, titles=[t for t, _, _ in DOCS], title_weight=title_weight,
+                        embedder=HashEmbedder(), synonym_max_neighbors=0)
+    entries = tuple(Node(id=f"l{i}", text=f"{t}\n{x}", kind="leaf", tree="similarity", level=0, passages=(ids[i],))
+                    for i, (t, x, _) in enumerate(DOCS))
+    pool = Pool(entries=entries, embeddings=HashEmbedder().encode_documents([e.text for e in entries]))
+    return graph, pool
+
+
+def test_title_nodes_alias_entities_and_weigh_more():
+    graph, _ = corpus(title_weight=3.0)
+    zielonka, p1, p0 = graph.entity_node("Zielonka"), graph.passage_index["p1"], graph.passage_index["p0"]
+    assert graph.adjacency[zielonka, p1] == 3.0  # title edge of its own document
+    assert graph.adjacency[zielonka, p0] == 1.0  # an ordinary mention
+    assert graph.entity_passages[zielonka] == 2
+    oder = graph.entity_node("Oder")
+    assert graph.adjacency[oder, graph.passage_index["p5"]] == 4.0  # title and mention add up
+    assert graph.stats["title_edges"] == len(DOCS) and graph.stats["title_only_nodes"] == 0
+    assert graph.stats["fact_embeddings"] == len(DOCS) and set(graph.stats["seconds"]) >= {"structure", "synonyms"}
+
+
+def test_surface_index_takes_longest_non_overlapping_matches():
+    from sirerag.graph.surface import SurfaceIndex
+
+    index = SurfaceIndex(["Marta", "Kowalski", "Marta Kowalski", "Kraków Creek", "Film", "Oder"])
+    found = index.match("Did Marta Kowalski paint Krakow Creek for a film? MARTA did. Order?")
+    assert [(m.text, m.node) for m in found] == [("Marta Kowalski", 2), ("Krakow Creek", 3), ("MARTA", 0)]
+    assert [m.text for m in index.match("the film about marta")] == ["film", "marta"]  # a lower-case query
+
+
+@pytest.mark.parametrize("title_weight", [0.0, 2.0])
+def test_second_hop_without_shared_words_is_reached_through_the_title(title_weight):
+    from sirerag.retrievers.ppr import PPRRetriever
+
+    graph, pool = corpus(title_weight)
+    second = set(re.findall(r"\w+", DOCS[1][1].lower()))
+    assert not second & set(re.findall(r"\w+", QUESTION.lower()))
+    ppr = PPRRetriever(graph, pool, HashEmbedder(), linking="ner", tagger=lambda q: [], passage_weight=0.05)
+    seeds = ppr.link([QUESTION], HashEmbedder().encode_queries([QUESTION]))[0]
+    assert [text for text, _, _ in seeds.query_entities] == ["Marta Kowalski"]  # longest match, not Marta/Kowalski
+    ranked = [h.entry_id for h in ppr.search(QUESTION, k=6)]
+    assert ranked[0] == "l0"
+    if title_weight:
+        assert ranked.index("l1") == 1
+    else:
+        assert ranked.index("l1") > 1  # no title node: the second passage is not linked to Zielonka
+
+
+def test_passage_seeds_mix_dense_and_bm25():
+    pytest.importorskip("bm25s")
+    from sirerag.graph.linking import min_max
+    from sirerag.retrievers.ppr import PPRRetriever
+
+    graph, pool = corpus(2.0)
+    dense_only = PPRRetriever(graph, pool, HashEmbedder(), linking="ner", tagger=lambda q: [],
+                              passage_weight=0.05, passage_seeds="dense")
+    mixed = PPRRetriever(graph, pool, HashEmbedder(), linking="ner", tagger=lambda q: [], passage_weight=0.05,
+                         bm25_share=0.5)
+    row = HashEmbedder().encode_queries(["Oder river"])[0] @ pool.embeddings.T
+    lexical = mixed.bm25.scores("Oder river")
+    np.testing.assert_allclose(mixed.seed_scores("Oder river", row), 0.5 * min_max(row) + 0.5 * min_max(lexical))
+    np.testing.assert_allclose(dense_only.seed_scores("Oder river", row), min_max(row))

@@ -1,0 +1,85 @@
+"""The pool ranking rule: summaries and aggregates never push out the passages (no model needed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sirerag.errors import ConfigError
+from sirerag.retrievers.base import Hit
+from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, arrange
+from sirerag.types import Node, Pool, Proposition
+
+
+def leaf(i: int) -> Node:
+    return Node(id=f"l{i}", text=f"passage {i}", kind="leaf", tree="similarity", level=0, passages=(f"p{i}",))
+
+
+def aggregate(name: str, *passages: int, entity: str | None = None) -> Node:
+    return Node(id=name, text=name, kind="aggregate", tree="relatedness", level=0,
+                passages=tuple(f"p{i}" for i in passages), entity=entity)
+
+
+def make_pool(entries, dim: int = 2) -> Pool:
+    return Pool(entries=tuple(entries), embeddings=np.zeros((len(entries), dim), np.float32))
+
+
+POOL = make_pool([leaf(0), leaf(1), leaf(2), leaf(3), aggregate("a01", 0, 1), aggregate("a23", 2, 3),
+                  aggregate("a0", 0), aggregate("a5", 5)])
+
+
+def ids(hits):
+    return [h.entry_id for h in hits]
+
+
+def test_arrange_drops_covered_anchors_and_reserves_leaves():
+    native = [Hit(i, 1.0) for i in ("a23", "a01", "l0", "a0", "l1", "l2", "a5", "l3")]
+    assert ids(arrange(native, POOL, PoolRule(drop_covered=False, anchor=False, leaf_share=0.0))) == ids(native)
+    # a23 and a01 wait for a passage of theirs; a0 adds nothing after l0; l1 is covered by a01; a5 never anchors
+    assert ids(arrange(native, POOL, PoolRule())) == ["l0", "a01", "l2", "a23", "a5"]
+    only_leaves = arrange(native, POOL, PoolRule(drop_covered=False, anchor=False, leaf_share=1.0))
+    assert ids(only_leaves)[:4] == ["l0", "l1", "l2", "l3"]  # with share 1 every other entry waits
+
+
+def test_pool_rule_validates():
+    with pytest.raises(ConfigError, match="leaf_share"):
+        PoolRanker(None, POOL, PoolRule(leaf_share=1.5))
+
+
+@pytest.mark.parametrize("linking", ["ner", "fact"])
+def test_seed_aggregates_cannot_crowd_out_the_gold_passage(linking):
+    """PPR ranks the gold passage p0 first; aggregates of the seed entity S used to outrank it
+    because they were scored with the mass of the node S itself, which a seed keeps."""
+    from sirerag.graph.build import build_graph
+    from sirerag.retrievers.ppr import PPRRetriever
+
+    props = [Proposition(id="f0", text="gold fact", entities=("Q",), chunk_id="c0", doc_id="p0", index=0)]
+    props += [Proposition(id=f"f{i}", text=f"S fact {i}", entities=("S", f"X{i}"), chunk_id=f"c{i}", doc_id=f"p{i}",
+                          index=0) for i in range(1, 5)]
+    props.append(Proposition(id="f10", text="Q and S", entities=("Q", "S"), chunk_id="c0", doc_id="p0", index=1))
+    names = ["Q", "S"] + [f"X{i}" for i in range(1, 5)]
+    texts = names + [p.text for p in props]
+    axis = {t: i for i, t in enumerate(texts)}
+
+    class OneHot:
+        spec, dim = "onehot", len(texts)
+
+        def encode_documents(self, batch):
+            out = np.zeros((len(batch), self.dim), np.float32)
+            for row, t in enumerate(batch):
+                out[row, axis.get(t, axis["Q and S"])] = 1.0
+            return out
+
+        encode_queries = encode_documents
+
+    graph = build_graph([f"p{i}" for i in range(5)], props, embedder=OneHot(), synonym_max_neighbors=0)
+    entries = [leaf(i) for i in range(5)]
+    entries += [aggregate(f"aggS{j}", j, entity="S") for j in range(1, 5)]
+    pool = make_pool(entries, len(texts))
+    tagger = (lambda q: ["Q", "S"]) if linking == "ner" else None
+    old = PPRRetriever(graph, pool, OneHot(), linking=linking, tagger=tagger, entry_score="entity", surface=False)
+    new = PPRRetriever(graph, pool, OneHot(), linking=linking, tagger=tagger, surface=False)
+    query = "Q and S"
+    assert ids(old.search(query, k=1)) != ["l0"]  # the collapse: an aggregate of S comes first
+    ranked = ids(PoolRanker(new, pool).search(query, k=5))
+    assert ranked[0] == "l0"
+    assert ids(new.search(query, k=9))[0] == "l0"
