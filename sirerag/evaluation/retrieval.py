@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 PASSAGE_KS = (2, 5, 10, 20)
 TOKEN_BUDGETS = (256, 512, 1024, 2048)
+#: ``passage_recall_curve[i]`` of the results is passage recall at k = i + 1
+CURVE_MAX_K = 20
 
 
 @dataclass(frozen=True)
@@ -129,12 +131,14 @@ def evaluate_retrieval(
 
     Returns:
         ``{"retriever", "n_questions", "passage_recall@k"..., "answer_recall@T"...,
-        "answer_recall_questions", "yes_no_excluded", "latency_ms_p50", "latency_ms_p95"}``.
+        "passage_recall_curve" (recall at k = 1..20), "answer_recall_questions", "yes_no_excluded",
+        "latency_ms_p50", "latency_ms_p95"}``.
     """
     from tqdm.auto import tqdm
 
     contexts = ContextBuilder(pool)
     recalls = {k: [] for k in ks}
+    curve = np.zeros(CURVE_MAX_K)
     answer_hits = {t: [] for t in budgets}
     latencies: list[float] = []
     excluded = 0
@@ -145,6 +149,7 @@ def evaluate_retrieval(
         ranked = passage_ranking(hits, pool)
         for k in ks:
             recalls[k].append(passage_recall(ranked, q.gold_passage_ids, k))
+        curve += [passage_recall(ranked, q.gold_passage_ids, k) for k in range(1, CURVE_MAX_K + 1)]
         if is_yes_no(q.answers):
             excluded += 1
             continue
@@ -155,6 +160,7 @@ def evaluate_retrieval(
         result[f"passage_recall@{k}"] = round(float(np.mean(recalls[k])), 4)
     for t in budgets:
         result[f"answer_recall@{t}"] = round(float(np.mean(answer_hits[t])), 4) if answer_hits[t] else None
+    result["passage_recall_curve"] = [round(float(r), 4) for r in curve / max(1, len(questions))]
     result["answer_recall_questions"] = len(questions) - excluded
     result["yes_no_excluded"] = excluded
     result["latency_ms_p50"] = round(float(np.percentile(latencies, 50)), 2)
