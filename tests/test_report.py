@@ -85,3 +85,27 @@ def test_page_in_chromium_escapes_and_draws(report):
         assert XSS in shown
         assert page.eval("document.querySelectorAll('script').length") == 3
         assert page.dialogs == []
+
+
+def test_plot_and_compare_from_results(tmp_path, capsys):
+    from PIL import Image
+
+    from sirerag.report.plots import SIZE
+
+    new = {"retriever": "dense", "index": "/x/full", "n_questions": 3, "passage_recall@2": 0.3,
+           "passage_recall@5": 0.5, "answer_recall@256": 0.2, "answer_recall@512": 0.4,
+           "passage_recall_curve": [round(0.1 * min(k, 9), 4) for k in range(1, 21)]}
+    old = {"retriever": "bm25", "index": "/x/leaves", "n_questions": 3, "passage_recall@2": 0.2,
+           "passage_recall@5": 0.45, "answer_recall@256": None, "answer_recall@512": 0.35}
+    paths = []
+    for name, result in (("new", new), ("old", old)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(result))
+    assert main(["compare", *map(str, paths), "--plot", str(tmp_path / "c.png")]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"^\s+dense on full\s+bm25 on leaves$", printed, re.M)
+    assert re.search(r"^answer_recall@256\s+0\.2000\s+n/a$", printed, re.M)
+    assert Image.open(tmp_path / "c.png").size == SIZE
+    (tmp_path / "bad.json").write_text("{}")
+    assert main(["compare", str(tmp_path / "bad.json")]) == 1
+    assert "not a 'sirerag eval --json' result" in capsys.readouterr().err

@@ -68,12 +68,14 @@ def plot_results(results: Sequence[dict[str, Any]], out: str | Path, labels: Seq
     if len(names) != len(results):
         raise InputError(f"--labels: {len(names)} labels for {len(results)} results")
     fig, (left, right) = plt.subplots(1, 2, figsize=(SIZE[0] / DPI, SIZE[1] / DPI), dpi=DPI)
+    budgets: set[int] = set()
     try:
         for result, name in zip(results, names):
             xs, ys = series(result, "passage_recall")
             if xs:
                 left.plot(xs, ys, marker="o", markersize=3, label=name)
             xs, ys = series(result, "answer_recall")
+            budgets.update(xs)
             if xs:
                 right.plot(xs, ys, marker="o", label=name)
         left.set(title="passage recall@k", xlabel="k (passages)", ylabel="recall", xlim=(0.5, 20.5), ylim=(0, 1))
@@ -81,6 +83,8 @@ def plot_results(results: Sequence[dict[str, Any]], out: str | Path, labels: Seq
         right.set(title="answer recall within a token budget", xlabel="reading budget (cl100k tokens)",
                   ylabel="answer recall", ylim=(0, 1))
         right.set_xscale("log", base=2)
+        if budgets:
+            right.set_xticks(sorted(budgets), [str(b) for b in sorted(budgets)])
         for ax in (left, right):
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8, loc="lower right")
