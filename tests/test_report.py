@@ -85,6 +85,15 @@ def test_page_in_chromium_escapes_and_draws(report):
         assert XSS in shown
         assert page.eval("document.querySelectorAll('script').length") == 3
         assert page.dialogs == []
+        # an aggregate lists its propositions by document, each linked to the leaf it came from
+        agg = "document.querySelector('.tree[data-tree=relatedness] details.k-aggregate')"
+        page.eval(f"{agg}.open = true")
+        page.wait_for(f"{agg}.querySelector('.props') !== null")
+        assert page.eval(f"{agg}.querySelector('summary b.entity').textContent") == "Charles Babbage"
+        assert page.eval(f"[...{agg}.querySelectorAll('.props h4')].map(h => h.textContent)") == [
+            "Ada Lovelace", "Charles Babbage", "Injected <b>title</b>"]
+        page.eval(f"{agg}.querySelector('.props a').click()")
+        page.wait_for("document.getElementById('n0').open && location.hash === '#n0'")
 
 
 def test_plot_and_compare_from_results(tmp_path, capsys):
