@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,14 +88,24 @@ class DevTools:
         raw, self._buf = self._buf.split(b"\0", 1)
         return json.loads(raw)
 
-    def open(self, url: str) -> None:
+    def open(self, url: str, *, scripts: bool = True) -> None:
+        """Open ``url`` in a new page; waits for the report script to finish (or for the load event
+        when ``scripts`` is False, which turns JavaScript off for the page)."""
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
                                  session=False)["sessionId"]
         self.send("Page.enable")
         self.send("Runtime.enable")
+        if not scripts:
+            self.send("Emulation.setScriptExecutionDisabled", {"value": True})
         self.send("Page.navigate", {"url": url})
-        self.wait_for("document.body && document.body.dataset.ready === '1'")
+        self.wait_for("document.readyState === 'complete' && document.body !== null" if not scripts
+                      else "document.body && document.body.dataset.ready === '1'")
+
+    def html(self) -> str:
+        """The page's current DOM as HTML."""
+        root = self.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+        return self.send("DOM.getOuterHTML", {"nodeId": root})["outerHTML"]
 
     def eval(self, expression: str) -> Any:
         result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
@@ -102,12 +113,13 @@ class DevTools:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def wait_for(self, condition: str, timeout_ms: int = 30000) -> None:
-        ok = self.eval(f"new Promise(r => {{ const t0 = Date.now(); (function poll() {{ "
-                       f"if ({condition}) r(true); else if (Date.now() - t0 > {timeout_ms}) r(false); "
-                       f"else setTimeout(poll, 50); }})(); }})")
-        if not ok:
-            raise TimeoutError(f"page never satisfied: {condition}")
+    def wait_for(self, condition: str, timeout: float = 30.0) -> None:
+        """Poll ``condition`` (a JS expression) until it is truthy (works with page scripts off too)."""
+        deadline = time.monotonic() + timeout
+        while not self.eval(f"!!({condition})"):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"page never satisfied: {condition}")
+            time.sleep(0.05)
 
     def __enter__(self) -> "DevTools":
         return self

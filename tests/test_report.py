@@ -75,6 +75,12 @@ def test_page_in_chromium_escapes_and_draws(report):
     # --entity London is drawn on load: entity and passage nodes, at most --max-nodes
     kinds = re.findall(r'<li data-kind="(entity|passage)">', dom)
     assert kinds[0] == "entity" and "passage" in kinds and len(kinds) <= 6
+    # JavaScript off: the overview and the trees are plain HTML (<details>), the script never ran
+    with DevTools(BROWSER) as page:
+        page.open(out.as_uri(), scripts=False)
+        static = page.html()
+    assert 'data-ready="1"' not in static and "Pool by tree, kind and level" in static
+    assert static.count('<details class="node') == dom.count('<details class="node') == 11
     with DevTools(BROWSER) as page:
         page.open(out.as_uri())
         # the injected passage shows as text in the pool search, and no script of it ran
