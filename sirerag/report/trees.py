@@ -78,12 +78,12 @@ class TreeWriter:
         roots = self.data.roots.get(name, [])
         if not roots:
             return ""
-        start = time.perf_counter()
+        start, before = time.perf_counter(), self.written
         out: list[str] = [f'<div class="tree" data-tree="{name}">']
         with tqdm(desc=f"report: {name} tree", unit="node", disable=not self.show_progress, leave=False) as bar:
             for r in roots:
                 self.node(r, out, bar)
         out.append("</div>")
-        logger.info("report: %s tree: %d roots, %d nodes written in %.1fs", name, len(roots), bar.n,
+        logger.info("report: %s tree: %d roots, %d nodes written in %.1fs", name, len(roots), self.written - before,
                     time.perf_counter() - start)
         return "".join(out)
