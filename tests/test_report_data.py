@@ -61,17 +61,11 @@ def test_trees_roots_and_expanding(built):
     dom = run_headless(BROWSER, out.as_uri(), "--dump-dom")
     assert 'data-ready="1"' in dom
     for tree, n in roots.items():
-        section = dom.split(f'<div class="tree" data-tree="{tree}">', 1)[1]
-        # top-level <details> of the tree: count nesting depth while scanning the tags
-        depth, top = 0, 0
-        for tag in re.findall(r"<(/?)details\b", section):
-            if tag == "":
-                top += depth == 0
-                depth += 1
-            else:
-                depth -= 1
-                if depth < 0:
-                    break
+        section = dom.split(f'<section id="tree-{tree}">', 1)[1].split("</section>", 1)[0]
+        depth, top = 0, 0  # top-level <details> of the tree, counted by nesting depth
+        for closing in re.findall(r"<(/?)details\b", section):
+            top += not closing and depth == 0
+            depth += -1 if closing else 1
         assert top == n, tree
     with DevTools(BROWSER) as page:
         page.open(out.as_uri())
