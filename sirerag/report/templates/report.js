@@ -151,7 +151,7 @@
     });
     if (cy) cy.destroy();
     cy = cytoscape({
-      container: document.getElementById("cy"), elements: elements, wheelSensitivity: 0.3,
+      container: document.getElementById("cy"), elements: elements, wheelSensitivity: 0.3, maxZoom: 1.6,
       style: [
         {selector: "node", style: {"label": "data(label)", "font-size": 9, "width": 14, "height": 14,
           "background-color": "#4e79a7", "text-valign": "bottom", "color": "#333"}},
@@ -160,7 +160,8 @@
         {selector: "edge", style: {"line-color": "data(colour)", "width": "data(width)", "curve-style": "haystack",
           "opacity": 0.8}}
       ],
-      layout: {name: "cose", animate: false, randomize: true, nodeRepulsion: function () { return 8000; }}
+      layout: {name: "cose", animate: false, randomize: true, idealEdgeLength: function () { return 90; },
+               nodeRepulsion: function () { return 400000; }, nodeOverlap: 20}
     });
     cy.on("tap", "node", function (ev) {
       var u = ev.target.data("v");
