@@ -41,8 +41,10 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.errors import check
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
+    from sirerag.retrievers.base import check_query
 
     check(args.k >= 1, "-k", args.k, "a positive integer")
+    check_query(args.query)
     index = load_index(args.index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
     hits = retriever.search(args.query, k=args.k)

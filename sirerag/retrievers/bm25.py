@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.errors import check
-from sirerag.retrievers.base import Hit
+from sirerag.retrievers.base import Hit, check_query
 from sirerag.retrievers.dense import top_k
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,7 @@ class BM25Retriever:
         return np.asarray(self.engine.get_scores(tokens), dtype=np.float32)
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
+        check_query(query)
         row = self.scores(query)
         order = top_k(row, k)
         return [Hit(self.ids[i], float(row[i])) for i in order if row[i] > 0]
