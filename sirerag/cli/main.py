@@ -21,7 +21,7 @@ import sirerag
 import sirerag.cli
 from sirerag.errors import SireragError
 
-ORDER = ["build", "search", "eval", "data", "stats", "verify", "export", "cache", "finetune"]
+ORDER = ["build", "search", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
 
 
 def _subcommand_modules() -> list[str]:

@@ -21,84 +21,15 @@ def register(sub: Any) -> None:
 
 
 def index_stats(directory: str | Path) -> dict[str, Any]:
-    """Statistics of an index directory, computed from its files (not from the build log).
+    """See :func:`sirerag.report.stats.index_stats` (imported lazily to keep ``--help`` fast)."""
+    from sirerag.report.stats import index_stats as stats_of
 
-    Raises:
-        IndexFormatError: the directory is not a readable index.
-    """
-    from sirerag.io import read_jsonl
-    from sirerag.pool import load_index
-    from sirerag.trees.aggregates import RULE_ALL, RULE_SKIP, table3_stats
-
-    index = load_index(directory)
-    manifest = index.manifest
-    entries = index.pool.entries
-    by: dict[str, int] = {}
-    for e in entries:
-        key = f"{e.tree}/{e.kind}/level{e.level}"
-        by[key] = by.get(key, 0) + 1
-    propositions = index.propositions()
-    table3 = table3_stats(propositions)
-    aggregates = [e for e in entries if e.kind == "aggregate"]
-    config = manifest.get("config", {})
-    relatedness_counts = manifest.get("counts", {}).get("relatedness_tree", {}) or {}
-    rule = relatedness_counts.get("aggregation_rule")
-    if rule is None and "relatedness" in config.get("trees", []):
-        rule = RULE_SKIP if config.get("relatedness", {}).get("skip_redundant_entities") else RULE_ALL
-    failures_path = index.path / "extraction_failures.jsonl"
-    failures: dict[str, int] = {}
-    if failures_path.is_file():
-        for record in read_jsonl(failures_path):
-            stage = str(record.get("stage", "unknown"))
-            failures[stage] = failures.get(stage, 0) + 1
-    return {
-        "index": str(index.path),
-        "documents": manifest.get("corpus", {}).get("documents"),
-        "chunks": len(index.chunks()),
-        **table3,
-        "aggregates": len(aggregates),
-        "aggregated_entities": len({(e.entity or "").casefold() for e in aggregates}),
-        "pool_entries": len(entries),
-        "pool": dict(sorted(by.items())),
-        "extraction_failures": {"extract": failures.get("extract", 0), "rewrite_fallbacks": failures.get("rewrite", 0)},
-        "extractor": manifest.get("extractor"),
-        "aggregation_rule": rule,
-        "aggregate_max_tokens": config.get("relatedness", {}).get("aggregate_max_tokens"),
-        "relatedness_variant": relatedness_counts.get("variant"),
-        "embedder": (manifest.get("embedder") or {}).get("spec"),
-        "summarizer": manifest.get("summarizer"),
-    }
-
-
-def format_stats(stats: dict[str, Any]) -> str:
-    """The statistics as an aligned plain-text table."""
-    per = stats["propositions_per_entity"]
-    rows = [
-        ("chunks", stats["chunks"]),
-        ("propositions", stats["propositions"]),
-        ("  with entities", stats["propositions_with_entities"]),
-        ("  without entities (dropped)", stats["propositions_without_entities"]),
-        ("entities", stats["entities"]),
-        ("proposition aggregates", stats["aggregates"]),
-        ("propositions per entity", f"avg {per['avg']}  max {per['max']}  min {per['min']}"),
-    ]
-    lines = [f"index {stats['index']}  ({stats['documents']} documents)", "", "Table 3 figures"]
-    lines += [f"  {name:<32}{value}" for name, value in rows]
-    lines += ["", f"  {'extractor':<32}{stats['extractor'] or '-'}",
-              f"  {'aggregation rule':<32}{stats['aggregation_rule'] or '-'}"
-              + (f" (cap {stats['aggregate_max_tokens']} tokens)"
-                 if stats["aggregation_rule"] and stats["aggregate_max_tokens"] else ""),
-              f"  {'relatedness variant':<32}{stats['relatedness_variant'] or '-'}",
-              f"  {'extraction failures':<32}{stats['extraction_failures']['extract']} "
-              f"(rewrite fallbacks {stats['extraction_failures']['rewrite_fallbacks']})",
-              f"  {'embedder':<32}{stats['embedder'] or '-'}",
-              f"  {'summaries':<32}{stats['summarizer'] or '-'}",
-              "", f"pool: {stats['pool_entries']} entries"]
-    lines += [f"  {key:<32}{n}" for key, n in stats["pool"].items()]
-    return "\n".join(lines)
+    return stats_of(directory)
 
 
 def run(args: argparse.Namespace) -> int:
+    from sirerag.report.stats import format_stats
+
     stats = index_stats(Path(args.index))
     print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
     return 0

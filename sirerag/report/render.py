@@ -1,0 +1,129 @@
+"""``write_report``: one self-contained HTML file that shows an index.
+
+The page needs no network and no server: the CSS, the page script and the
+vendored cytoscape.js (MIT, ``vendor/``) are inlined, and the data is embedded as
+JSON in ``<script type="application/json">`` with every ``<`` written as
+``\\u003c``, so corpus text can never close the script element. Corpus text that
+goes into HTML is escaped; the page script writes it with ``textContent`` only.
+"""
+from __future__ import annotations
+
+import html
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+from sirerag.errors import InputError
+from sirerag.io import atomic_path
+from sirerag.pool import load_index
+from sirerag.report.collect import collect, entries_json
+from sirerag.report.overview import overview
+from sirerag.report.stats import index_stats
+from sirerag.report.trees import TreeWriter
+
+logger = logging.getLogger(__name__)
+
+_SLOT = re.compile(r"\{\{([A-Z_]+)\}\}")
+
+
+@dataclass(frozen=True)
+class ReportInfo:
+    """What :func:`write_report` wrote."""
+
+    path: Path
+    bytes: int
+    entries: int
+    tree_nodes: int
+    graph_edges: int
+    seconds: float
+
+
+def json_for_script(value: Any) -> str:
+    """JSON safe inside ``<script type="application/json">``: no ``<`` at all (so no ``</script>``
+    or ``<!--``), and no U+2028/U+2029."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _asset(name: str) -> str:
+    return resources.files("sirerag.report").joinpath(name).read_text(encoding="utf-8")
+
+
+def fill(template: str, parts: dict[str, str]) -> str:
+    """Replace ``{{NAME}}`` slots of ``template`` in one pass (inserted text is never rescanned)."""
+    return _SLOT.sub(lambda m: parts[m.group(1)], template)
+
+
+def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[str] = (), max_nodes: int = 60,
+                 show_progress: bool = True) -> ReportInfo:
+    """Write the inspection report of an index directory to ``out``.
+
+    Args:
+        index_dir: an index written by ``sirerag build``.
+        out: the HTML file to write (replaced atomically).
+        entities: entity names offered as shortcuts; the first one is drawn when the page opens.
+        max_nodes: most nodes drawn in an entity's neighbourhood.
+        show_progress: progress bars for the long steps.
+
+    Raises:
+        IndexFormatError: ``index_dir`` is not a readable index.
+        InputError: ``max_nodes`` is below 2, or an entity is given for an index without a graph.
+    """
+    if not isinstance(max_nodes, int) or max_nodes < 2:
+        raise InputError(f"--max-nodes must be an integer >= 2, got {max_nodes!r}")
+    start = time.perf_counter()
+    logger.info("report: loading %s", index_dir)
+    index = load_index(index_dir)
+    stats = index_stats(index)
+    data = collect(index)
+    graph_dir = index.component("graph")
+    graph_meta = index.manifest.get("components", {}).get("graph") if graph_dir else None
+    if graph_dir is not None:
+        from sirerag.report.graphdata import graph_json
+
+        data.graph = graph_json(graph_dir, data.doc_index)
+    elif entities:
+        raise InputError(f"{index.path}: --entity needs an entity graph; rebuild the index with --graph")
+    writer = TreeWriter(data, show_progress=show_progress)
+    trees = {name: writer.tree(name) for name in ("similarity", "relatedness")}
+    payload = {
+        "kinds": ["leaf", "summary", "aggregate", "proposition"], "trees": ["similarity", "relatedness"],
+        "entries": entries_json(data), "docs": data.docs, "props": data.props, "graph": data.graph,
+        "entities": list(entities), "maxNodes": max_nodes,
+    }
+    t0 = time.perf_counter()
+    payload_json = json_for_script(payload)
+    logger.info("report: %.1f MB of JSON data in %.1fs", len(payload_json) / 1e6, time.perf_counter() - t0)
+    tree_html = "".join(
+        f'<section id="tree-{name}"><h2>{name.capitalize()} tree</h2>'
+        f'<p class="hint">{len(data.roots.get(name, []))} top nodes, highest level first; open a node to see '
+        f"its children and its full text.</p>{body}</section>"
+        for name, body in trees.items() if body
+    ) or '<section><h2>Trees</h2><p>This index is a pool of leaves only (built with --trees none).</p></section>'
+    page = fill(_asset("templates/report.html"), {
+        "TITLE": html.escape(f"sirerag index {index.path.name}"),
+        "HEADING": html.escape(str(index.path)),
+        "CSS": _asset("templates/report.css"),
+        "OVERVIEW": overview(index.manifest, stats, graph_meta),
+        "TREES": tree_html,
+        "GRAPH_HIDDEN": "" if data.graph else " hidden",
+        "DATA": payload_json,
+        "VENDOR": _asset("vendor/cytoscape.min.js").replace("</script", "<\\/script"),
+        "SCRIPT": _asset("templates/report.js"),
+    })
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out) as tmp:
+        Path(tmp).write_text(page, encoding="utf-8")
+    size = out.stat().st_size
+    info = ReportInfo(path=out, bytes=size, entries=len(data.entries), tree_nodes=writer.written,
+                      graph_edges=len(data.graph["edges"]) if data.graph else 0,
+                      seconds=round(time.perf_counter() - start, 2))
+    logger.info("report: wrote %s (%.1f MB, %d entries, %d tree nodes) in %.1fs", out, size / 1e6, info.entries,
+                info.tree_nodes, info.seconds)
+    return info
