@@ -20,7 +20,7 @@ and the raw output. Examples are split into train/validation *by document*
 call cache, so running again is free.
 
 Output folder: ``train.jsonl`` / ``validation.jsonl`` with their ``.meta.jsonl``
-files (see :mod:`finetune.dataset`), ``rejected.jsonl``, ``data_card.json`` and
+files (see :mod:`sirerag_finetune.dataset`), ``rejected.jsonl``, ``data_card.json`` and
 ``data_card.md``.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from sirerag.io import write_jsonl
 from sirerag.llm.prompts import COREF_REWRITE, EXTRACT_PROPOSITIONS
 from sirerag.types import Document
 
-from finetune.dataset import (Example, extraction_example, read_examples, rewrite_example, split_by_document,
+from sirerag_finetune.dataset import (Example, extraction_example, read_examples, rewrite_example, split_by_document,
                               write_dataset)
 
 logger = logging.getLogger(__name__)
