@@ -65,26 +65,22 @@ def teacher_examples(
     """
     from sirerag.chunking import chunk_documents
     from sirerag.extraction import extract_facts, rewrite_chunks
-    from sirerag.extraction.coref import context_for
+    from sirerag.extraction.coref import chunk_contexts, rewrite_requests
 
     chunks = chunk_documents(documents, chunking)
-    by_id = {d.id: d for d in documents}
-    contexts, previous = [], {}
-    for chunk in chunks:
-        contexts.append(context_for(chunk, previous.get(chunk.doc_id), by_id.get(chunk.doc_id)))
-        previous[chunk.doc_id] = chunk
+    contexts = chunk_contexts(chunks, documents)
     examples: list[Example] = []
     rejected: list[dict[str, Any]] = []
     counts: Counter[str] = Counter(chunks=len(chunks))
     texts = [c.text for c in chunks]
     if "rewrite" in tasks:
         outcomes = rewrite_chunks(chunks, documents, llm, max_tokens=rewrite_max_tokens, show_progress=show_progress)
-        for i, (chunk, context, r) in enumerate(zip(chunks, contexts, outcomes)):
-            budget = max(32, min(rewrite_max_tokens, 2 * chunk.n_tokens + 64))  # as rewrite_chunks asks
+        asked = rewrite_requests(chunks, documents, max_tokens=rewrite_max_tokens, contexts=contexts)
+        for i, (chunk, context, request, r) in enumerate(zip(chunks, contexts, asked, outcomes)):
             if r.accepted:
                 texts[i] = r.text
                 examples.append(rewrite_example(context, chunk.text, r.text, doc_id=chunk.doc_id,
-                                                chunk_id=chunk.id, max_tokens=budget))
+                                                chunk_id=chunk.id, max_tokens=request.max_tokens))
             else:
                 rejected.append({"stage": "rewrite", "doc_id": chunk.doc_id, "chunk_id": chunk.id,
                                  "reason": r.reason, "raw": r.raw})

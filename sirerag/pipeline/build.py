@@ -177,8 +177,4 @@ def _load_llm(config: BuildConfig, cache: Path, *, extraction: bool = False):  #
 
 
 def _pool_counts(pool: Pool) -> dict[str, Any]:
-    by: dict[str, int] = {}
-    for e in pool.entries:
-        key = f"{e.tree}/{e.kind}/level{e.level}"
-        by[key] = by.get(key, 0) + 1
-    return {"entries": len(pool), "by_tree_kind_level": dict(sorted(by.items()))}
+    return {"entries": len(pool), "by_tree_kind_level": pool.counts()}

@@ -5,7 +5,13 @@ entry, pid = position) and stored in the index directory under
 ``colbert/<checkpoint-slug>/``: ``collection.tsv`` (what was indexed),
 ``entry_ids.json`` (pid -> pool entry id) and ``plaid/`` (colbert-ai's own files).
 The manifest lists every such index under ``components.colbert.indexes``, keyed by
-checkpoint. :func:`load` builds the index on first use.
+checkpoint.
+
+Building and searching are separate steps: :func:`build_colbert_index` (or
+:func:`ensure_colbert_index`, behind ``sirerag index INDEX --colbert CHECKPOINT``)
+builds and records the index; :func:`load` only opens one that is built and up to
+date with the pool, and otherwise raises an error naming the command to run. A
+search never builds, downloads or writes anything.
 
 colbert-ai runs in a worker process (:mod:`sirerag.retrievers._colbert_worker`)
 under a timeout: it compiles C++ extensions on first use, changes the
@@ -13,9 +19,10 @@ multiprocessing start method when imported and can hang its parent when a step
 crashes; here a crash or a hang becomes a :class:`~sirerag.errors.SireragError`
 with the tail of the worker's stderr.
 
-Checkpoints are local folders or Hugging Face names; a name is looked up in the
-local Hugging Face cache and downloaded only when it is not there (which needs the
-network). The worker itself always runs offline.
+Checkpoints are local folders or Hugging Face names; when building, a name is looked
+up in the local Hugging Face cache and downloaded only when it is not there (which
+needs the network). Searching uses the folder recorded at build time, or the local
+cache. The worker itself always runs offline.
 """
 from __future__ import annotations
 
@@ -26,9 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.errors import check
-from sirerag.export import collection_text, write_collection
-from sirerag.io import atomic_dir, read_json, read_manifest, write_json
+from sirerag.errors import ConfigError, check
+from sirerag.io import atomic_dir, collection_text, read_json, read_manifest, write_collection, write_json
 from sirerag.pool import Index, load_index, register_component
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
@@ -36,7 +42,8 @@ from sirerag.retrievers.base import Hit
 
 __all__ = [
     "DEFAULT_CHECKPOINT", "ColBERTRetriever", "build_colbert_index", "checkpoint_key", "colbert_indexes",
-    "collection_text", "compile_extensions", "load", "resolve_checkpoint", "write_collection",
+    "collection_text", "compile_extensions", "ensure_colbert_index", "load", "resolve_checkpoint",
+    "write_collection",
 ]
 
 logger = logging.getLogger(__name__)
@@ -130,7 +137,7 @@ def build_colbert_index(
             worker.kill()
     seconds = round(time.perf_counter() - start, 2)
     record = {
-        "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "nbits": nbits, "doc_maxlen": doc_maxlen,
+        "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "checkpoint_path": str(local), "nbits": nbits, "doc_maxlen": doc_maxlen,
         "kmeans_niters": kmeans_niters, "entries": len(entry_ids), "entries_sha1": entries_fingerprint(entry_ids),
         "colbert_ai": version, "build_seconds": seconds, **stats,
     }
@@ -224,50 +231,98 @@ class ColBERTRetriever:
             pass
 
 
+def _stale_reason(index: Index, record: dict[str, Any] | None) -> str | None:
+    """Why a recorded ColBERT index cannot serve this pool (None: it can)."""
+    if record is None:
+        return "has no ColBERT index for this checkpoint"
+    if record.get("entries_sha1") != entries_fingerprint([e.id for e in index.pool.entries]):
+        return "has a ColBERT index for this checkpoint that is out of date with the pool"
+    if not (index.path / record["path"] / PLAID / "metadata.json").is_file():
+        return f"has no ColBERT files in {record['path']}/{PLAID}"
+    return None
+
+
+def index_command(index: Index, checkpoint: str) -> str:
+    """The command that builds the ColBERT index of ``index`` for ``checkpoint``."""
+    return f"sirerag index {index.path} --colbert {checkpoint}"
+
+
+def ensure_colbert_index(
+    index: Index | str | Path,
+    checkpoint: str = DEFAULT_CHECKPOINT,
+    *,
+    nbits: int | None = None,
+    doc_maxlen: int | None = None,
+    rebuild: bool = False,
+    timeout: float = BUILD_TIMEOUT,
+) -> tuple[dict[str, Any], bool]:
+    """Build the ColBERT index for ``checkpoint`` unless an up-to-date one is recorded.
+
+    Args:
+        nbits, doc_maxlen: build settings; a recorded index built with other values is
+            rebuilt. None: as recorded, else 2 and 512.
+        rebuild: rebuild even if an up-to-date index exists.
+
+    Returns:
+        ``(record, built)``: the manifest record and whether it was (re)built now.
+
+    Raises:
+        MissingExtraError, ConfigError, SireragError: see :func:`build_colbert_index`.
+    """
+    index = _as_index(index)
+    record = colbert_indexes(index.manifest).get(checkpoint_key(checkpoint))
+    reason = _stale_reason(index, record)
+    if record is not None and reason is None and not rebuild \
+            and (nbits is None or record.get("nbits") == nbits) \
+            and (doc_maxlen is None or record.get("doc_maxlen") == doc_maxlen):
+        return record, False
+    if record is not None and not rebuild:
+        logger.info("the ColBERT index for %s is out of date with the pool or settings; rebuilding", checkpoint)
+    return build_colbert_index(index, checkpoint, nbits=nbits or 2, doc_maxlen=doc_maxlen or DOC_MAXLEN,
+                               timeout=timeout), True
+
+
 def load(
     index: Index | str | Path,
     *,
     checkpoint: str | None = None,
-    nbits: int | None = None,
-    doc_maxlen: int | None = None,
     query_maxlen: int | None = None,
     timeout: float = SEARCH_TIMEOUT,
-    build_timeout: float = BUILD_TIMEOUT,
-    rebuild: bool = False,
     **_: Any,
 ) -> ColBERTRetriever:
-    """ColBERT retriever over a loaded index, building its ColBERT index when needed.
+    """ColBERT retriever over the ColBERT index built for ``checkpoint``.
+
+    Nothing is built, downloaded or written: build first with
+    ``sirerag index INDEX --colbert CHECKPOINT`` (:func:`ensure_colbert_index`).
 
     Args:
         index: a loaded index (or its directory).
-        checkpoint: local folder or Hugging Face name. None: the one index already built
-            for this pool, else ``colbert-ir/colbertv2.0``.
-        nbits, doc_maxlen: build settings; a recorded index built with other values is
-            rebuilt. None: as recorded, else 2 and 512.
+        checkpoint: local folder or Hugging Face name it was built with. None: the one
+            ColBERT index recorded for this pool.
         query_maxlen: query length in tokens (None: the checkpoint's).
         timeout: seconds per search request (worker start-up included).
-        build_timeout: seconds the build may take.
-        rebuild: rebuild even if an up-to-date index exists.
 
     Raises:
-        MissingExtraError, ConfigError, SireragError: see :func:`build_colbert_index`.
+        MissingExtraError: colbert-ai is not installed.
+        ConfigError: no up-to-date ColBERT index for the checkpoint (the message names the
+            command that builds it), or the checkpoint is no longer on this machine.
     """
     require_colbert()
     index = _as_index(index)
     recorded = colbert_indexes(index.manifest)
     if checkpoint is None:
-        checkpoint = next(iter(recorded)) if len(recorded) == 1 else DEFAULT_CHECKPOINT
+        if len(recorded) != 1:
+            which = "no ColBERT index" if not recorded else f"{len(recorded)} ColBERT indexes ({', '.join(recorded)})"
+            raise ConfigError(f"index {index.path} has {which}; "
+                              + (f"build one with: {index_command(index, 'CHECKPOINT')}" if not recorded
+                                 else "choose one with --checkpoint"))
+        checkpoint = next(iter(recorded))
     record = recorded.get(checkpoint_key(checkpoint))
-    fingerprint = entries_fingerprint([e.id for e in index.pool.entries])
-    stale = record is None or rebuild or record.get("entries_sha1") != fingerprint \
-        or (nbits is not None and record.get("nbits") != nbits) \
-        or (doc_maxlen is not None and record.get("doc_maxlen") != doc_maxlen) \
-        or not (index.path / record["path"] / PLAID / "metadata.json").is_file()
-    if stale:
-        if record is not None and not rebuild:
-            logger.info("the ColBERT index for %s is out of date with the pool or settings; rebuilding", checkpoint)
-        record = build_colbert_index(index, checkpoint, nbits=nbits or 2, doc_maxlen=doc_maxlen or DOC_MAXLEN,
-                                     timeout=build_timeout)
-    assert record is not None  # built above when missing
-    return ColBERTRetriever(index.path / record["path"], resolve_checkpoint(checkpoint),
-                            query_maxlen=query_maxlen, timeout=timeout)
+    reason = _stale_reason(index, record)
+    if reason is not None or record is None:
+        raise ConfigError(f"index {index.path} {reason} ({checkpoint}); build it with: "
+                          f"{index_command(index, checkpoint)}")
+    local = Path(record.get("checkpoint_path") or "")
+    if not (record.get("checkpoint_path") and (local / "config.json").is_file()):
+        local = resolve_checkpoint(checkpoint, download=False)
+    return ColBERTRetriever(index.path / record["path"], local, query_maxlen=query_maxlen, timeout=timeout)
