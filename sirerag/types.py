@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, get_args
 
 import numpy as np
 
@@ -18,8 +18,9 @@ _WS = re.compile(r"\s+")
 
 Kind = Literal["leaf", "summary", "aggregate", "proposition"]
 Tree = Literal["similarity", "relatedness"]
-KINDS: tuple[str, ...] = ("leaf", "summary", "aggregate", "proposition")
-TREES: tuple[str, ...] = ("similarity", "relatedness")
+#: the values of :data:`Kind` and :data:`Tree`, for checks at run time (one source for both)
+KINDS: tuple[str, ...] = get_args(Kind)
+TREES: tuple[str, ...] = get_args(Tree)
 
 
 #: Abbreviations that may start or end a name (titles, name and company suffixes); written
@@ -134,8 +135,8 @@ class Node(_Record):
 
     id: str
     text: str
-    kind: str
-    tree: str
+    kind: Kind
+    tree: Tree
     level: int
     children: tuple[str, ...] = ()
     passages: tuple[str, ...] = ()

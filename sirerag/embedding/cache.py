@@ -23,7 +23,6 @@ from sirerag.embedding.base import Embedder, l2_normalize
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "embeddings.sqlite"
-SIDES = ("query", "document")
 _LOOKUP_BATCH = 500  # bound on SQL variables per query
 
 _SCHEMA = """
