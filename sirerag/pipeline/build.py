@@ -119,7 +119,7 @@ def build_index(
                 show_progress=show_progress,
             )
         trees.append(tree)
-        report.counts["similarity_tree"] = tree.stats
+        report.counts["similarity_tree"] = tree.stats.to_dict()
     else:
         trees.append(leaves_from_chunks(chunks, leaf_embeddings))
 
@@ -145,7 +145,7 @@ def build_index(
                 show_progress=show_progress,
             )
         trees.append(rtree)
-        report.counts["relatedness_tree"] = rtree.stats
+        report.counts["relatedness_tree"] = rtree.stats.to_dict()
 
     pool: Pool = flatten(trees)
     save_pool(out, pool)
