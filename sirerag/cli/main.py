@@ -42,9 +42,11 @@ def plugin_commands() -> dict[str, Register]:
     A plugin that fails to load is skipped with a warning, so the core commands keep working.
     """
     commands: dict[str, Register] = {}
+    seen: set[str] = set()
     for ep in entry_points(group=COMMANDS_GROUP):
-        if ep.name in commands:
+        if ep.name in seen:
             continue  # the same distribution seen twice on sys.path: the first one wins, as for imports
+        seen.add(ep.name)
         try:
             commands[ep.name] = ep.load()
         except Exception as exc:  # noqa: BLE001 - a broken plugin must not break `sirerag --help`
