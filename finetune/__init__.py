@@ -11,6 +11,9 @@ the same with any teacher and any base model:
 * :func:`evaluate_extractor` — validity, entity and proposition P/R/F1 and downstream
   aggregate statistics against held-out teacher data (``finetune evaluate``).
 
+The folder ``finetune/`` installs as the package ``sirerag_finetune`` (the name
+``finetune`` is someone else's on PyPI). Its commands join the ``sirerag`` CLI
+through the ``sirerag.commands`` entry point; core sirerag never imports it.
 The trained adapter serves builds as ``--extractor-llm hf:BASE+adapter=DIR``.
 Heavy dependencies (torch, transformers, peft, matplotlib) are imported only
 when a function that needs them runs.
@@ -24,19 +27,19 @@ __all__ = ["TrainConfig", "evaluate_extractor", "load_train_config", "make_teach
 
 def __getattr__(name: str) -> Any:
     if name in ("TrainConfig", "load_train_config"):
-        from finetune import config
+        from sirerag_finetune import config
 
         return getattr(config, name)
     if name == "make_teacher_data":
-        from finetune.data import make_teacher_data
+        from sirerag_finetune.data import make_teacher_data
 
         return make_teacher_data
     if name == "train_lora":
-        from finetune.train import train_lora
+        from sirerag_finetune.train import train_lora
 
         return train_lora
     if name == "evaluate_extractor":
-        from finetune.evaluate import evaluate_extractor
+        from sirerag_finetune.evaluate import evaluate_extractor
 
         return evaluate_extractor
-    raise AttributeError(f"module 'finetune' has no attribute {name!r}")
+    raise AttributeError(f"module 'sirerag_finetune' has no attribute {name!r}")

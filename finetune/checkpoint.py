@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sirerag.errors import ConfigError, InputError
-from sirerag.io import read_json, write_json
+from sirerag.io import atomic_dir, read_json, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +40,20 @@ def list_checkpoints(out: Path) -> list[Path]:
 def save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, scheduler: Any,
                     state: dict[str, Any], keep: int) -> Path:
     """Write checkpoint ``step`` and delete all but the newest ``keep`` checkpoints."""
+    target = checkpoint_dir(out, step)
+    with atomic_dir(target) as tmp:  # a crash never leaves a half-written step-* folder
+        _write_checkpoint(tmp, step, model, optimizer, scheduler, state)
+    for old in list_checkpoints(out)[:-keep]:
+        shutil.rmtree(old)
+    logger.info("checkpoint written: %s", target)
+    return target
+
+
+def _write_checkpoint(tmp: Path, step: int, model: Any, optimizer: Any, scheduler: Any,
+                      state: dict[str, Any]) -> None:
     import torch
     from safetensors.torch import save_file
 
-    target = checkpoint_dir(out, step)
-    tmp = target.with_name(target.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
     model.save_pretrained(str(tmp), save_embedding_layers=False)
     tensors: dict[str, Any] = {"rng.cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
@@ -65,13 +71,6 @@ def save_checkpoint(out: Path, step: int, model: Any, optimizer: Any, scheduler:
     write_json(tmp / STATE, {**state, "step": step, "optimizer": {"param_groups": opt["param_groups"],
                                                                   "scalars": scalars},
                              "scheduler": scheduler.state_dict()})
-    if target.exists():
-        shutil.rmtree(target)
-    tmp.rename(target)
-    for old in list_checkpoints(out)[:-keep]:
-        shutil.rmtree(old)
-    logger.info("checkpoint written: %s", target)
-    return target
 
 
 def find_checkpoint(out: Path, resume: str | Path) -> Path:

@@ -1,7 +1,9 @@
 """Command line of the fine-tuning tools: ``sirerag finetune make-data | train | evaluate``.
 
 Argument parsing only; the work is imported inside each command so ``--help``
-stays fast. ``python -m finetune ...`` runs the same commands.
+stays fast. :func:`register` is the ``sirerag.commands`` entry point through which
+``sirerag`` finds these commands; ``python -m sirerag_finetune ...`` runs the same
+commands through :func:`main`.
 """
 from __future__ import annotations
 
@@ -9,9 +11,26 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from sirerag.cli.common import add_common, progress_enabled
+
+
+def register(sub: Any) -> None:
+    """Add the ``finetune`` command to the ``sirerag`` subparsers (the entry point)."""
+    p = sub.add_parser("finetune", help="teacher data, LoRA training and evaluation of the extractor",
+                       description="Distil the proposition/entity extractor into a small model with LoRA "
+                                   "(see docs/finetune.md).")
+    add_subcommands(p)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sirerag_finetune STEP ...``: the ``sirerag finetune`` commands, whether or
+    not the entry point is installed."""
+    from sirerag.cli.main import main as sirerag_main
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    return sirerag_main(["finetune", *args], commands={"finetune": register})
 
 
 def add_subcommands(parser: argparse.ArgumentParser) -> None:
@@ -93,7 +112,7 @@ def _llm_config(args: argparse.Namespace):  # noqa: ANN202 - LLMConfig
 def run_make_data(args: argparse.Namespace) -> int:
     from sirerag.config import ChunkingConfig
 
-    from finetune.data import make_teacher_data
+    from sirerag_finetune.data import make_teacher_data
 
     chunking = ChunkingConfig(mode=args.chunking, max_tokens=args.chunk_tokens)
     card = make_teacher_data(
@@ -111,8 +130,8 @@ def run_make_data(args: argparse.Namespace) -> int:
 def run_train(args: argparse.Namespace) -> int:
     from sirerag.errors import ConfigError
 
-    from finetune.config import load_train_config
-    from finetune.train import train_lora
+    from sirerag_finetune.config import load_train_config
+    from sirerag_finetune.train import train_lora
 
     if bool(args.data) == bool(args.train):
         raise ConfigError("give either --data DIR (from make-data) or --train FILE, not both or neither")
@@ -134,7 +153,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from sirerag.config import ExtractionConfig
     from sirerag.io.corpus import load_corpus
 
-    from finetune.evaluate import evaluate_extractor, report_markdown, write_report
+    from sirerag_finetune.evaluate import evaluate_extractor, report_markdown, write_report
 
     data = Path(args.data)
     data = data / "validation.jsonl" if data.is_dir() else data

@@ -20,7 +20,7 @@ and the raw output. Examples are split into train/validation *by document*
 call cache, so running again is free.
 
 Output folder: ``train.jsonl`` / ``validation.jsonl`` with their ``.meta.jsonl``
-files (see :mod:`finetune.dataset`), ``rejected.jsonl``, ``data_card.json`` and
+files (see :mod:`sirerag_finetune.dataset`), ``rejected.jsonl``, ``data_card.json`` and
 ``data_card.md``.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from sirerag.io import write_jsonl
 from sirerag.llm.prompts import COREF_REWRITE, EXTRACT_PROPOSITIONS
 from sirerag.types import Document
 
-from finetune.dataset import (Example, extraction_example, read_examples, rewrite_example, split_by_document,
+from sirerag_finetune.dataset import (Example, extraction_example, read_examples, rewrite_example, split_by_document,
                               write_dataset)
 
 logger = logging.getLogger(__name__)
@@ -65,26 +65,22 @@ def teacher_examples(
     """
     from sirerag.chunking import chunk_documents
     from sirerag.extraction import extract_facts, rewrite_chunks
-    from sirerag.extraction.coref import context_for
+    from sirerag.extraction.coref import chunk_contexts, rewrite_requests
 
     chunks = chunk_documents(documents, chunking)
-    by_id = {d.id: d for d in documents}
-    contexts, previous = [], {}
-    for chunk in chunks:
-        contexts.append(context_for(chunk, previous.get(chunk.doc_id), by_id.get(chunk.doc_id)))
-        previous[chunk.doc_id] = chunk
+    contexts = chunk_contexts(chunks, documents)
     examples: list[Example] = []
     rejected: list[dict[str, Any]] = []
     counts: Counter[str] = Counter(chunks=len(chunks))
     texts = [c.text for c in chunks]
     if "rewrite" in tasks:
         outcomes = rewrite_chunks(chunks, documents, llm, max_tokens=rewrite_max_tokens, show_progress=show_progress)
-        for i, (chunk, context, r) in enumerate(zip(chunks, contexts, outcomes)):
-            budget = max(32, min(rewrite_max_tokens, 2 * chunk.n_tokens + 64))  # as rewrite_chunks asks
+        asked = rewrite_requests(chunks, documents, max_tokens=rewrite_max_tokens, contexts=contexts)
+        for i, (chunk, context, request, r) in enumerate(zip(chunks, contexts, asked, outcomes)):
             if r.accepted:
                 texts[i] = r.text
                 examples.append(rewrite_example(context, chunk.text, r.text, doc_id=chunk.doc_id,
-                                                chunk_id=chunk.id, max_tokens=budget))
+                                                chunk_id=chunk.id, max_tokens=request.max_tokens))
             else:
                 rejected.append({"stage": "rewrite", "doc_id": chunk.doc_id, "chunk_id": chunk.id,
                                  "reason": r.reason, "raw": r.raw})

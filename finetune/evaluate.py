@@ -28,8 +28,8 @@ from sirerag.io import atomic_path, write_json
 from sirerag.llm.base import LLMCallError, LLMRequest
 from sirerag.types import Document
 
-from finetune.dataset import Example, read_examples
-from finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
+from sirerag_finetune.dataset import Example, read_examples
+from sirerag_finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
 
 logger = logging.getLogger(__name__)
 

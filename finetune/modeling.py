@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from sirerag.errors import ConfigError, InputError, require
 from sirerag.io import read_jsonl
 
-from finetune.config import ModelConfig
+from sirerag_finetune.config import ModelConfig
 
 logger = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from typing import Any, Iterator, Sequence
 from sirerag.errors import ConfigError, InputError, require
 from sirerag.io import read_jsonl, write_json, write_jsonl
 
-from finetune.checkpoint import find_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
-from finetune.config import TrainConfig
-from finetune.modeling import (IGNORE_INDEX, EncodedExample, encode_rows, load_base_model, read_chat_jsonl,
+from sirerag_finetune.checkpoint import find_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
+from sirerag_finetune.config import TrainConfig
+from sirerag_finetune.modeling import (IGNORE_INDEX, EncodedExample, encode_rows, load_base_model, read_chat_jsonl,
                                serve_spec)
 
 logger = logging.getLogger(__name__)

@@ -17,10 +17,10 @@ import argparse
 import time
 from pathlib import Path
 
-from finetune.config import load_train_config
-from finetune.dataset import extraction_example, write_dataset
-from finetune.evaluate import evaluate_extractor, write_report
-from finetune.train import train_lora
+from sirerag_finetune.config import load_train_config
+from sirerag_finetune.dataset import extraction_example, write_dataset
+from sirerag_finetune.evaluate import evaluate_extractor, write_report
+from sirerag_finetune.train import train_lora
 from sirerag.config import LLMConfig
 from sirerag.extraction import Fact
 from sirerag.io import read_jsonl

@@ -18,19 +18,13 @@ from typing import Iterable, Sequence
 from sirerag.config import ChunkingConfig
 from sirerag.errors import InputError
 from sirerag.tokens import count_tokens, count_tokens_many, get_encoding
-from sirerag.types import Chunk, Document
+from sirerag.types import ABBREVIATIONS, Chunk, Document
 
 logger = logging.getLogger(__name__)
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before
 # white space, at the full-width 。！？ used in CJK text, or at a line break.
 _SENTENCE_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’）]*|\n")
-# Words that usually end with a period without ending the sentence.
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof st jr sr mt ft gen col lt sgt capt cmdr gov sen rep rev hon vs etc "
-    "e.g i.e no vol pp fig inc ltd co corp dept univ jan feb mar apr jun jul aug sep sept oct nov dec "
-    "u.s u.k a.d b.c approx ca".split()
-)
 _CLAUSE_END = re.compile(r"[,;:]+(?=\s)")
 _WORD_END = re.compile(r"\S(?=\s)")
 _NEXT_CHAR = re.compile(r"\s*(\S)")
@@ -111,7 +105,7 @@ def _is_abbreviation(text: str, dot: int, end: int) -> bool:
         return False
     before = text[max(0, dot - 24):dot].split()
     word = before[-1].lstrip("(\"'“‘[").lower() if before else ""
-    if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+    if word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return True
     following = _NEXT_CHAR.match(text, end)
     return following is not None and (following.group(1).islower() or following.group(1).isdigit())

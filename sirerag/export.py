@@ -18,17 +18,16 @@ when the index has them) to map entries back to passages, and ``export.json``
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
 from sirerag import __version__
 from sirerag.errors import ConfigError, InputError, check, require
-from sirerag.io import atomic_dir, atomic_path, index_lock, read_json, save_npy, write_json, write_jsonl
+from sirerag.io import atomic_dir, atomic_path, index_lock, read_json, save_npy, write_collection, write_json, write_jsonl
 from sirerag.io.staging import refuse_special
 from sirerag.pool import DOCUMENTS, Index, load_index
 from sirerag.types import Node
@@ -37,19 +36,6 @@ logger = logging.getLogger(__name__)
 
 FORMATS = ("beir", "colbert", "jsonl", "parquet")
 EXPORT_MANIFEST = "export.json"
-_TSV_BREAKS = re.compile(r"[\t\r\n]+")
-
-
-def collection_text(text: str) -> str:
-    """``text`` for one line of a ``pid<TAB>text`` file: tabs and line breaks become spaces."""
-    return _TSV_BREAKS.sub(" ", text).strip()
-
-
-def write_collection(path: str | Path, texts: Sequence[str]) -> None:
-    """Write ColBERT's ``pid<TAB>text`` lines (pid = 0, 1, ...) atomically, UTF-8."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        for pid, text in enumerate(texts):
-            fh.write(f"{pid}\t{collection_text(text)}\n")
 
 
 @dataclass(frozen=True)

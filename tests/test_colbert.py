@@ -17,15 +17,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sirerag.cli.main import main
 from sirerag.errors import ConfigError, MissingExtraError, SireragError
 from sirerag.io import write_manifest
 from sirerag.pool import load_index, save_pool
 from sirerag.retrievers import Retriever, load_retriever
 from sirerag.retrievers import colbert as colbert_mod
 from sirerag.retrievers._colbert_client import WorkerClient
+from sirerag.io import collection_text
 from sirerag.retrievers.colbert import (
     ColBERTRetriever,
-    collection_text,
     colbert_indexes,
     resolve_checkpoint,
 )
@@ -100,9 +101,14 @@ def tiny(tmp_path_factory, colbert_env):
     root = tmp_path_factory.mktemp("colbert")
     checkpoint = make_tiny_checkpoint(root / "ckpt", [f"{r['title']}\n{r['text']}" for r in rows])
     index_dir = _make_index(root / "index", rows)
+    with pytest.raises(ConfigError, match=r"has no ColBERT index for this checkpoint .*build it with: "
+                                          r"sirerag index .* --colbert "):
+        load_retriever("colbert", load_index(index_dir), checkpoint=str(checkpoint))  # searching never builds
+    assert "colbert" not in load_index(index_dir).manifest.get("components", {})
     start = time.perf_counter()
-    retriever = load_retriever("colbert", load_index(index_dir), checkpoint=str(checkpoint))
+    assert main(["index", str(index_dir), "--colbert", str(checkpoint)]) == 0
     seconds = time.perf_counter() - start
+    retriever = load_retriever("colbert", load_index(index_dir), checkpoint=str(checkpoint))
     yield index_dir, checkpoint, seconds, retriever
     retriever.close()
 
@@ -168,6 +174,22 @@ def test_a_new_retriever_reloads_the_index_without_rebuilding(tiny, monkeypatch)
         assert again.folder == retriever.folder
         assert again.search(query, k=7) == retriever.search(query, k=7)
     assert (index_dir / "manifest.json").read_text() == manifest_before
+
+
+@pytest.mark.slow
+def test_index_command_keeps_an_up_to_date_index_and_search_refuses_a_stale_one(tiny, tmp_path, capsys):
+    index_dir, checkpoint, _, _ = tiny
+    manifest_before = (index_dir / "manifest.json").read_text()
+    assert main(["index", str(index_dir), "--colbert", str(checkpoint)]) == 0
+    assert "is up to date" in capsys.readouterr().out
+    assert (index_dir / "manifest.json").read_text() == manifest_before
+    stale = tmp_path / "stale"
+    shutil.copytree(index_dir, stale)
+    manifest = json.loads((stale / "manifest.json").read_text())
+    manifest["components"]["colbert"]["indexes"][str(checkpoint.resolve())]["entries_sha1"] = "0" * 40
+    (stale / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ConfigError, match=r"out of date with the pool .*build it with: sirerag index .*stale"):
+        load_retriever("colbert", load_index(stale), checkpoint=str(checkpoint))
 
 
 @pytest.mark.slow

@@ -10,7 +10,8 @@ import pytest
 
 from sirerag.cli.main import main
 from sirerag.errors import ConfigError, MissingExtraError
-from sirerag.export import FORMATS, collection_text, export_pool
+from sirerag.export import FORMATS, export_pool
+from sirerag.io import collection_text
 from sirerag.io import read_jsonl, write_jsonl, write_manifest
 from sirerag.pool import DOCUMENTS, load_index, save_pool
 from sirerag.types import Node, Pool

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from finetune.config import LoRAConfig, OptimConfig, TrainConfig, bundled_configs, load_train_config
-from finetune.dataset import (
+from sirerag_finetune.config import LoRAConfig, OptimConfig, TrainConfig, bundled_configs, load_train_config
+from sirerag_finetune.dataset import (
     Example,
     card_markdown,
     extraction_example,
@@ -19,8 +19,8 @@ from finetune.dataset import (
     split_by_document,
     write_dataset,
 )
-from finetune.evaluate import report_markdown, score_extraction, score_rewrites
-from finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
+from sirerag_finetune.evaluate import report_markdown, score_extraction, score_rewrites
+from sirerag_finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
 from sirerag.errors import ConfigError, InputError
 from sirerag.extraction import Fact, parse_facts
 
@@ -209,31 +209,21 @@ def test_report_markdown_has_one_column_per_extractor():
 
 
 def test_cli_registers_the_three_steps(capsys):
-    from sirerag.cli.main import main
+    from sirerag_finetune.cli import main
 
-    with pytest.raises(SystemExit):
-        main(["finetune", "--help"])
+    with pytest.raises(SystemExit, match="0"):
+        main(["--help"])
     out = capsys.readouterr().out
     assert "make-data" in out and "train" in out and "evaluate" in out
 
 
 def test_cli_train_needs_exactly_one_data_source(tmp_path, capsys):
-    from sirerag.cli.main import main
+    from sirerag_finetune.cli import main
 
-    assert main(["finetune", "train", "--config", "smollm2-135m-cpu", "--out", str(tmp_path)]) == 1
+    assert main(["train", "--config", "smollm2-135m-cpu", "--out", str(tmp_path)]) == 1
     assert "give either --data DIR" in capsys.readouterr().err
-    assert main(["finetune", "train", "--config", "nope", "--train", "x.jsonl", "--out", str(tmp_path)]) == 1
+    assert main(["train", "--config", "nope", "--train", "x.jsonl", "--out", str(tmp_path)]) == 1
     assert "training config not found" in capsys.readouterr().err
-
-
-def test_sirerag_does_not_import_finetune():
-    import subprocess
-    import sys
-
-    code = ("import sys, sirerag, sirerag.pipeline.build, sirerag.extraction, sirerag.llm.factory; "
-            "print(any(m == 'finetune' or m.startswith('finetune.') for m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
 
 
 # ---------------------------------------------------------------- teacher pipeline (scripted teacher)
@@ -268,7 +258,7 @@ def test_teacher_examples_keep_only_outputs_that_pass_the_build_checks():
     from sirerag.config import ChunkingConfig
     from sirerag.types import Document
 
-    from finetune.data import teacher_examples
+    from sirerag_finetune.data import teacher_examples
 
     docs = [Document(id="d1", title="Ada", text="Ada Lovelace was a mathematician. She wrote an algorithm."),
             Document(id="d2", title="Bridge", text="The Harwick Bridge opened in 1931. It crosses the Tame."),
@@ -309,7 +299,7 @@ def test_make_teacher_data_refuses_when_nothing_is_valid(tmp_path, monkeypatch):
     import sirerag.llm.factory as factory
     from sirerag.types import Document
 
-    from finetune.data import make_teacher_data
+    from sirerag_finetune.data import make_teacher_data
 
     garbage = ScriptedTeacher({"coref_rewrite@1": [("", "")], "extract_propositions@1": [("", "no")]})
     monkeypatch.setattr(factory, "load_llm", lambda spec, **kw: garbage)
@@ -323,8 +313,8 @@ def test_make_teacher_data_refuses_when_nothing_is_valid(tmp_path, monkeypatch):
 
 
 def test_training_refuses_to_mix_runs_and_finds_checkpoints(tmp_path):
-    from finetune.checkpoint import find_checkpoint, list_checkpoints
-    from finetune.train import train_lora
+    from sirerag_finetune.checkpoint import find_checkpoint, list_checkpoints
+    from sirerag_finetune.train import train_lora
 
     for name in ("step-000010", "step-000020", "step-000030.tmp"):  # a .tmp is a crashed write
         (tmp_path / "checkpoints" / name).mkdir(parents=True)

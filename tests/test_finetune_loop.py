@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from finetune.config import load_train_config
-from finetune.dataset import extraction_example, read_examples, split_by_document, write_dataset
+from sirerag_finetune.config import load_train_config
+from sirerag_finetune.dataset import extraction_example, read_examples, split_by_document, write_dataset
 from sirerag.config import BuildConfig, ChunkingConfig, ExtractionConfig, LLMConfig
 from sirerag.extraction import Fact
 from sirerag.io import read_json, read_jsonl
@@ -69,7 +69,7 @@ def llm_cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
-    from finetune.data import make_teacher_data
+    from sirerag_finetune.data import make_teacher_data
 
     out = tmp_path_factory.mktemp("teacher")
     start = time.perf_counter()
@@ -95,7 +95,7 @@ def dataset(teacher, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def trained(dataset, tmp_path_factory):
-    from finetune.train import train_lora
+    from sirerag_finetune.train import train_lora
 
     folder, _, _ = dataset
     config = load_train_config("smollm2-135m-cpu").with_overrides(
@@ -125,7 +125,7 @@ def test_teacher_data_accounts_for_every_output(teacher):
     train_docs = {e.doc_id for e in read_examples(folder / "train.jsonl")}
     assert train_docs.isdisjoint(e.doc_id for e in read_examples(folder / "validation.jsonl"))
     # the call cache makes a second run free and identical
-    from finetune.data import make_teacher_data
+    from sirerag_finetune.data import make_teacher_data
 
     start = time.perf_counter()
     again = make_teacher_data(DOCS, folder, teacher="hf:smollm2", llm_config=LLM, validation_fraction=0.25, seed=0,
@@ -159,7 +159,7 @@ def test_training_loss_decreases_and_writes_artifacts(trained):
 
 
 def test_resume_reproduces_the_uninterrupted_run(dataset, trained, tmp_path):
-    from finetune.train import train_lora
+    from sirerag_finetune.train import train_lora
 
     config, result = trained
     folder, _, _ = dataset
@@ -189,7 +189,7 @@ def _generate(model, tokenizer, messages, max_new_tokens):
 def test_adapter_reloads_with_identical_outputs(dataset, trained):
     import torch
 
-    from finetune.modeling import load_adapter_model
+    from sirerag_finetune.modeling import load_adapter_model
     from sirerag.llm.base import LLMRequest
     from sirerag.llm.factory import load_llm
 
@@ -212,7 +212,7 @@ def test_adapter_reloads_with_identical_outputs(dataset, trained):
 
 
 def test_evaluation_before_and_after(teacher, dataset, trained, llm_cache, tmp_path):
-    from finetune.evaluate import evaluate_extractor, write_report
+    from sirerag_finetune.evaluate import evaluate_extractor, write_report
 
     folder, _, validation = dataset
     _, result = trained
@@ -260,7 +260,7 @@ def test_build_uses_the_adapter_for_extraction(trained, llm_cache, tmp_path):
 
 
 def test_loss_mask_covers_exactly_the_assistant_turns(trained):
-    from finetune.modeling import IGNORE_INDEX, encode_chat
+    from sirerag_finetune.modeling import IGNORE_INDEX, encode_chat
 
     _, result = trained
     tokenizer = result.tokenizer

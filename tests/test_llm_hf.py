@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 
 import pytest
 
@@ -55,6 +56,16 @@ def test_lora_adapter(smollm2, tmp_path):
     assert [c.text for c in with_zero.complete_many(requests(6)[:2])] == base
     assert [c.text for c in with_noise.complete_many(requests(6)[:2])] != base
     assert [c.text for c in smollm2.complete_many(requests(6)[:2])] == base  # the base weights were not touched
+
+    # models are shared while in use and freed when the last backend using them is gone
+    from sirerag.llm import hf_backend
+
+    assert load_llm("hf:smollm2", config=CONFIG).lm is smollm2.lm
+    key = (with_noise.path, with_noise.gguf_file, with_noise.adapter_hash, "cpu")
+    assert key in hf_backend._LOADED
+    del with_zero, with_noise, llm
+    gc.collect()
+    assert key not in hf_backend._LOADED
 
 
 def test_bad_model_paths_are_config_errors(tmp_path):

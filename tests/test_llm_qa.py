@@ -6,7 +6,15 @@ import pytest
 
 from sirerag.config import LLMConfig
 from sirerag.errors import ConfigError
-from sirerag.evaluation.qa import clean_answer, efficiency, evaluate_reader, exact_match, f1_score, tper
+from sirerag.evaluation.qa import (
+    ReaderResult,
+    clean_answer,
+    efficiency,
+    evaluate_reader,
+    exact_match,
+    f1_score,
+    tper,
+)
 from sirerag.retrievers.bm25 import BM25Retriever
 from sirerag.types import Node, Pool
 
@@ -36,7 +44,10 @@ def test_clean_answer_takes_the_first_line():
 def test_tper_matches_the_paper_definition():
     # SiReRAG 1.2 s per query over a pool of 30,000; RAPTOR 1.0 s over 10,000
     assert tper(1.2, 30_000, 1.0, 10_000) == pytest.approx(0.4)
-    assert efficiency({"tpq": 2.0, "pool_size": 20}, {"tpq": 1.0, "pool_size": 10})["tper"] == pytest.approx(1.0)
+    a, b = (ReaderResult("r", 1, 0.0, 0.0, tpq, tpq, 0.0, 0, 0, 0.0, size, (), top_k=2)
+            for tpq, size in ((2.0, 20), (1.0, 10)))
+    assert efficiency(a, b).to_dict() == {"tpq_a": 2.0, "tpq_b": 1.0, "pool_a": 20, "pool_b": 10,
+                                          "tper": pytest.approx(1.0)}
     with pytest.raises(ConfigError, match="tper"):
         tper(1.0, 10, 0.0, 10)
 
@@ -72,7 +83,9 @@ def test_reader_answers_from_retrieved_entries(pool_and_retriever, tmp_path):
 
     pool, retriever = pool_and_retriever
     llm = load_llm(f"openai:smollm2@{server_url()}", config=LLMConfig(), cache_dir=tmp_path)
-    result = evaluate_reader(pool, retriever, QUESTIONS, llm, top_k=2, show_progress=False)
+    typed = evaluate_reader(pool, retriever, QUESTIONS, llm, top_k=2, show_progress=False)
+    result = typed.to_dict()  # the JSON form `sirerag eval --reader --json` writes
+    assert typed.predictions[0].id == "q1" and result["predictions"][0]["answers"] == list(typed.predictions[0].answers)
     assert result["n_questions"] == 3 and result["n_failed"] == 0 and result["n_cached"] == 0
     assert result["reader"] == "openai:smollm2" and result["pool_size"] == 5 and result["top_k"] == 2
     rows = result["predictions"]
@@ -83,10 +96,10 @@ def test_reader_answers_from_retrieved_entries(pool_and_retriever, tmp_path):
     assert result["tpq"] == pytest.approx(result["retrieval_seconds"] + result["reading_seconds"])
     assert result["tpq"] > 0
 
-    again = evaluate_reader(pool, retriever, QUESTIONS, llm, token_budget=12, show_progress=False)
+    again = evaluate_reader(pool, retriever, QUESTIONS, llm, token_budget=12, show_progress=False).to_dict()
     assert again["token_budget"] == 12 and "top_k" not in again
     assert again["context_tokens"] <= 12 + 2  # entries joined by a blank line may add a token
-    cached = evaluate_reader(pool, retriever, QUESTIONS, llm, top_k=2, show_progress=False)
+    cached = evaluate_reader(pool, retriever, QUESTIONS, llm, top_k=2, show_progress=False).to_dict()
     assert cached["n_cached"] == 3 and [r["prediction"] for r in cached["predictions"]] == \
         [r["prediction"] for r in rows]
 

@@ -69,8 +69,8 @@ def test_default_tree_has_aggregates_and_summaries(propositions, minilm) -> None
         assert set(s.children) <= ids and s.level >= 1
         child_passages = {p for c in result.nodes if c.id in s.children for p in c.passages}
         assert set(s.passages) == child_passages
-    assert result.stats["variant"] == "full"
-    assert result.stats["table3"]["entities"] == 9 and result.stats["table3"]["propositions_without_entities"] == 1
+    assert result.stats.variant == "full"
+    assert result.stats.table3["entities"] == 9 and result.stats.table3["propositions_without_entities"] == 1
 
 
 def test_ablations(propositions, minilm) -> None:  # noqa: ANN001
@@ -86,7 +86,7 @@ def test_ablations(propositions, minilm) -> None:  # noqa: ANN001
     assert set(kinds(c)) == {"proposition", "summary"}
     d = build(propositions, minilm, include_propositions=True, aggregates=False, summaries=False)
     assert set(kinds(d)) == {"proposition"}
-    assert [b.stats["variant"], c.stats["variant"], d.stats["variant"]] == ["B", "C", "D"]
+    assert [b.stats.variant, c.stats.variant, d.stats.variant] == ["B", "C", "D"]
     with pytest.raises(ConfigError, match="relatedness.aggregates"):
         build(propositions, minilm, aggregates=False)
 

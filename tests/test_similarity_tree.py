@@ -108,7 +108,7 @@ def test_similarity_tree_on_real_passages(minilm, chunks, leaf_embeddings) -> No
     intra = [sim[row[a], row[b]] for n in by_level[1] for a in n.children for b in n.children if a < b]
     overall = sim[np.triu_indices(len(chunks), 1)].mean()
     assert intra and np.mean(intra) > overall + 0.1
-    stats = result.stats
+    stats = result.stats.to_dict()  # what the manifest records
     assert [s["nodes"] for s in stats["levels"]] == [len(by_level[lv]) for lv in sorted(by_level)]
     assert stats["clustering"]["gmm_fits"] > 0 and stats["seconds"]["clustering"] > 0
     # same seed, same tree
@@ -128,8 +128,8 @@ def test_a_small_level_gets_one_root_and_stops(minilm, chunks, leaf_embeddings) 
     (root,) = by_level[1]
     assert root.children == tuple(c.id for c in few)
     assert root.passages == tuple(c.doc_id for c in few)
-    assert result.stats["stop_reason"] == "root"
-    assert result.stats["clustering"]["umap_fits"] == 0  # too few nodes to reduce
+    assert result.stats.stop_reason == "root"
+    assert result.stats.clustering["umap_fits"] == 0  # too few nodes to reduce
 
 
 def test_levels_one_is_leaves_only(minilm, chunks, leaf_embeddings) -> None:
@@ -137,14 +137,14 @@ def test_levels_one_is_leaves_only(minilm, chunks, leaf_embeddings) -> None:
                                    clustering=ClusteringConfig(), tree=TreeConfig(levels=1), random_state=0,
                                    show_progress=False)
     assert [n.id for n in result.nodes] == [c.id for c in chunks]
-    assert result.stats["stop_reason"] == "levels"
+    assert result.stats.stop_reason == "levels"
 
 
 def test_single_chunk_has_no_summaries(minilm, chunks, leaf_embeddings) -> None:
     result = build_similarity_tree(chunks[:1], leaf_embeddings[:1], embedder=minilm,
                                    summarizer=ExtractiveSummarizer(), clustering=ClusteringConfig(),
                                    tree=TreeConfig(levels=4), random_state=0, show_progress=False)
-    assert len(result.nodes) == 1 and result.stats["stop_reason"] == "single node"
+    assert len(result.nodes) == 1 and result.stats.stop_reason == "single node"
 
 
 def test_stops_when_clustering_cannot_reduce(minilm, chunks, leaf_embeddings) -> None:
@@ -154,7 +154,7 @@ def test_stops_when_clustering_cannot_reduce(minilm, chunks, leaf_embeddings) ->
                                    summarizer=ExtractiveSummarizer(),
                                    clustering=ClusteringConfig(max_cluster_tokens=64), tree=TreeConfig(levels=4),
                                    random_state=0, show_progress=False)
-    assert len(result.nodes) == 3 and result.stats["stop_reason"] == "no reduction"
+    assert len(result.nodes) == 3 and result.stats.stop_reason == "no reduction"
 
 
 def test_summary_levels_over_aggregates(minilm) -> None:

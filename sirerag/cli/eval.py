@@ -122,14 +122,15 @@ def _read(args: argparse.Namespace, index: Any, retriever: Any, questions: Any) 
 
     llm = load_llm(args.reader, config=LLMConfig(), cache_dir=args.reader_cache)
     options = {"top_k": args.top_k, "token_budget": args.token_budget, "show_progress": progress_enabled(args)}
-    out: dict[str, Any] = {"qa": evaluate_reader(index, retriever, questions, llm, **options)}
+    qa = evaluate_reader(index, retriever, questions, llm, **options)
+    out: dict[str, Any] = {"qa": qa.to_dict()}
     _print_qa("reader", out["qa"])
     if args.baseline:
         base = load_index(args.baseline)
         base_retriever = load_retriever(args.retriever, base, **retriever_options(args))
-        out["baseline_qa"] = evaluate_reader(base, base_retriever, questions, llm, **options)
-        out["baseline_qa"]["index"] = str(base.path)
-        out["efficiency"] = efficiency(out["qa"], out["baseline_qa"])
+        baseline = evaluate_reader(base, base_retriever, questions, llm, **options)
+        out["baseline_qa"] = {**baseline.to_dict(), "index": str(base.path)}
+        out["efficiency"] = efficiency(qa, baseline).to_dict()
         _print_qa("baseline", out["baseline_qa"])
         print(f"  TPER vs baseline {out['efficiency']['tper']:.3f} (below 1: time grows slower than the pool)")
     return out

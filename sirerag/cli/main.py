@@ -7,6 +7,10 @@ imported inside ``func`` so ``sirerag --help`` stays fast.
 An error a user can cause (a :class:`~sirerag.errors.SireragError`, or an
 ``OSError`` on a path they gave) ends the command with one line on stderr and exit
 code 1; ``--debug`` shows the traceback instead.
+
+Commands shipped outside the core (``sirerag finetune`` from ``sirerag_finetune``)
+are found through the ``sirerag.commands`` entry point group: each entry names a
+``register(subparsers)`` callable. The core never imports those packages by name.
 """
 from __future__ import annotations
 
@@ -15,13 +19,20 @@ import importlib
 import logging
 import pkgutil
 import sys
-from typing import Sequence
+from importlib.metadata import entry_points
+from typing import Any, Callable, Mapping, Sequence
 
 import sirerag
 import sirerag.cli
 from sirerag.errors import SireragError
 
-ORDER = ["build", "search", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
+ORDER = ["build", "index", "search", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
+#: entry point group of subcommands that live in other packages
+COMMANDS_GROUP = "sirerag.commands"
+
+logger = logging.getLogger(__name__)
+
+Register = Callable[[Any], None]
 
 
 def _subcommand_modules() -> list[str]:
@@ -29,17 +40,44 @@ def _subcommand_modules() -> list[str]:
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def plugin_commands() -> dict[str, Register]:
+    """``{command: register}`` of the installed ``sirerag.commands`` entry points.
+
+    A plugin that fails to load is skipped with a warning, so the core commands keep working.
+    """
+    commands: dict[str, Register] = {}
+    seen: set[str] = set()
+    for ep in entry_points(group=COMMANDS_GROUP):
+        if ep.name in seen:
+            continue  # the same distribution seen twice on sys.path: the first one wins, as for imports
+        seen.add(ep.name)
+        try:
+            commands[ep.name] = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break `sirerag --help`
+            logger.warning("sirerag command %r (%s) could not be loaded: %s: %s", ep.name, ep.value,
+                           type(exc).__name__, exc)
+    return commands
+
+
+def build_parser(commands: Mapping[str, Register] | None = None) -> argparse.ArgumentParser:
+    """The ``sirerag`` parser: built-in subcommands, then ``commands`` (default: the entry points)."""
     parser = argparse.ArgumentParser(prog="sirerag", description="SiReRAG-style hierarchical retrieval indexes.")
     parser.add_argument("--version", action="version", version=f"sirerag {sirerag.__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors; no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in _subcommand_modules():
+    builtin = _subcommand_modules()
+    for name in builtin:
         module = importlib.import_module(f"sirerag.cli.{name}")
         if hasattr(module, "register"):
             module.register(sub)
+    plugins = plugin_commands() if commands is None else commands
+    for name in sorted(plugins, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
+        if name in builtin:
+            logger.warning("sirerag command %r from an entry point clashes with a built-in one; ignored", name)
+            continue
+        plugins[name](sub)
     return parser
 
 
@@ -70,8 +108,10 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, *, commands: Mapping[str, Register] | None = None) -> int:
+    """Run ``sirerag`` with ``argv``; ``commands`` replaces the entry-point commands (for
+    ``python -m sirerag_finetune`` and tests)."""
+    parser = build_parser(commands)
     args = parser.parse_args(argv)
     # --quiet/--verbose may be given after the subcommand too
     quiet = bool(getattr(args, "quiet", False) or getattr(args, "sub_quiet", False))

@@ -69,9 +69,10 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
 
         embedder = load_sentence_transformer(rest, batch_size=batch_size, show_progress=inner_progress)
     else:
-        from sirerag.embedding.openai import OpenAIEmbedder, parse_openai_spec
+        from sirerag.embedding.openai import DEFAULT_MODEL, OpenAIEmbedder
+        from sirerag.llm.net import split_openai_spec
 
-        model, url = parse_openai_spec(rest)
+        model, url = split_openai_spec(rest, default_model=DEFAULT_MODEL)
         embedder = OpenAIEmbedder(model, base_url=url, batch_size=batch_size, show_progress=inner_progress)
     if cache_dir is None:
         return embedder

@@ -25,7 +25,6 @@ from sirerag.errors import SireragError
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "embeddings.sqlite"
-SIDES = ("query", "document")
 _LOOKUP_BATCH = 500  # bound on SQL variables per query
 
 _SCHEMA = """

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
 from sirerag.errors import check
@@ -67,6 +68,69 @@ def tper(tpq_a: float, pool_a: int, tpq_b: float, pool_b: int) -> float:
     return (tpq_a / tpq_b) / (pool_a / pool_b)
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """One question read by the reader: its answer, the gold answers and the scores
+    (``error``: why the reader failed, the answer then scores 0)."""
+
+    id: str | None
+    question: str
+    prediction: str
+    answers: tuple[str, ...]
+    em: float
+    f1: float
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        row = {"id": self.id, "question": self.question, "prediction": self.prediction,
+               "answers": list(self.answers), "em": self.em, "f1": self.f1}
+        return {**row, "error": self.error} if self.error else row
+
+
+@dataclass(frozen=True)
+class ReaderResult:
+    """What :func:`evaluate_reader` measured; :meth:`to_dict` is its JSON form (``top_k``
+    or ``token_budget``, whichever chose the context)."""
+
+    reader: str
+    n_questions: int
+    em: float
+    f1: float
+    tpq: float
+    retrieval_seconds: float
+    reading_seconds: float
+    n_failed: int
+    n_cached: int
+    context_tokens: float
+    pool_size: int
+    predictions: tuple[Prediction, ...]
+    top_k: int | None = None
+    token_budget: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("top_k", "token_budget")}
+        out["predictions"] = [p.to_dict() for p in self.predictions]
+        if self.token_budget is not None:
+            out["token_budget"] = self.token_budget
+        else:
+            out["top_k"] = self.top_k
+        return out
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """TPQ and pool size of result A and baseline B, and A's TPER against B."""
+
+    tpq_a: float
+    tpq_b: float
+    pool_a: int
+    pool_b: int
+    tper: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
 def _field(question: Any, name: str) -> Any:
     return question[name] if isinstance(question, Mapping) else getattr(question, name)
 
@@ -82,7 +146,7 @@ def evaluate_reader(
     max_tokens: int = 32,
     concurrency: int = 1,
     show_progress: bool = True,
-) -> dict[str, Any]:
+) -> ReaderResult:
     """Answer each question from retrieved entries and score the answers.
 
     Args:
@@ -100,11 +164,11 @@ def evaluate_reader(
         show_progress: show a progress bar.
 
     Returns:
-        ``em``, ``f1`` (means in 0..1), ``tpq`` (seconds per query), ``retrieval_seconds``
-        and ``reading_seconds`` (means), ``n_questions``, ``n_failed`` (reader failures,
-        scored 0), ``n_cached`` (answers served by the call cache: their time is not a
-        model's), ``context_tokens`` (mean), ``pool_size``, ``reader``, ``top_k`` or
-        ``token_budget``, and ``predictions`` (one dict per question).
+        A :class:`ReaderResult`: ``em``, ``f1`` (means in 0..1), ``tpq`` (seconds per query),
+        ``retrieval_seconds`` and ``reading_seconds`` (means), ``n_questions``, ``n_failed``
+        (reader failures, scored 0), ``n_cached`` (answers served by the call cache: their
+        time is not a model's), ``context_tokens`` (mean), ``pool_size``, ``reader``, ``top_k``
+        or ``token_budget``, and ``predictions`` (one :class:`Prediction` per question).
 
     Raises:
         ConfigError: a setting is out of range.
@@ -145,7 +209,7 @@ def evaluate_reader(
         answered = list(tqdm(pool_exec.map(read, requests), total=len(requests), desc="read", unit="q",
                              disable=not show_progress))
 
-    predictions: list[dict[str, Any]] = []
+    predictions: list[Prediction] = []
     n_failed = n_cached = 0
     for q, text, (result, _elapsed) in zip(questions, texts, answered):
         answers = [str(a) for a in _field(q, "answers")]
@@ -157,11 +221,8 @@ def evaluate_reader(
             n_failed += 1
             prediction, error = "", str(result)
         qid = q.get("id") if isinstance(q, Mapping) else getattr(q, "id", None)
-        row = {"id": qid, "question": text, "prediction": prediction, "answers": answers,
-               "em": exact_match(prediction, answers), "f1": f1_score(prediction, answers)}
-        if error:
-            row["error"] = error
-        predictions.append(row)
+        predictions.append(Prediction(qid, text, prediction, tuple(answers), exact_match(prediction, answers),
+                                      f1_score(prediction, answers), error))
     if n_failed:
         logger.warning("%d of %d questions could not be answered by %s; they score 0", n_failed, len(texts),
                        llm.spec)
@@ -170,27 +231,26 @@ def evaluate_reader(
                        n_cached, len(texts))
     n = max(len(texts), 1)
     reading_times = [elapsed for _result, elapsed in answered]
-    result: dict[str, Any] = {
-        "reader": llm.spec,
-        "n_questions": len(texts),
-        "em": sum(p["em"] for p in predictions) / n,
-        "f1": sum(p["f1"] for p in predictions) / n,
-        "tpq": (sum(retrieval_times) + sum(reading_times)) / n,
-        "retrieval_seconds": sum(retrieval_times) / n,
-        "reading_seconds": sum(reading_times) / n,
-        "n_failed": n_failed,
-        "n_cached": n_cached,
-        "context_tokens": sum(len(builder.enc.encode(c, disallowed_special=())) for c in contexts) / n,
-        "pool_size": len(pool),
-        "predictions": predictions,
-    }
-    result["token_budget" if token_budget is not None else "top_k"] = token_budget or top_k
-    return result
+    return ReaderResult(
+        reader=llm.spec,
+        n_questions=len(texts),
+        em=sum(p.em for p in predictions) / n,
+        f1=sum(p.f1 for p in predictions) / n,
+        tpq=(sum(retrieval_times) + sum(reading_times)) / n,
+        retrieval_seconds=sum(retrieval_times) / n,
+        reading_seconds=sum(reading_times) / n,
+        n_failed=n_failed,
+        n_cached=n_cached,
+        context_tokens=sum(len(builder.enc.encode(c, disallowed_special=())) for c in contexts) / n,
+        pool_size=len(pool),
+        predictions=tuple(predictions),
+        top_k=None if token_budget is not None else top_k,
+        token_budget=token_budget,
+    )
 
 
-def efficiency(result_a: Mapping[str, Any], result_b: Mapping[str, Any]) -> dict[str, float]:
+def efficiency(result_a: ReaderResult, result_b: ReaderResult) -> Efficiency:
     """TPER of result A (e.g. SiReRAG) against baseline B (e.g. RAPTOR), from two
     :func:`evaluate_reader` results on the same questions."""
-    return {"tpq_a": result_a["tpq"], "tpq_b": result_b["tpq"], "pool_a": result_a["pool_size"],
-            "pool_b": result_b["pool_size"],
-            "tper": tper(result_a["tpq"], result_a["pool_size"], result_b["tpq"], result_b["pool_size"])}
+    return Efficiency(tpq_a=result_a.tpq, tpq_b=result_b.tpq, pool_a=result_a.pool_size, pool_b=result_b.pool_size,
+                      tper=tper(result_a.tpq, result_a.pool_size, result_b.tpq, result_b.pool_size))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from sirerag.llm.progress import run_requests
-from sirerag.llm.base import LLM, Completion, LLMCallError
+from sirerag.llm.base import LLM, Completion, LLMCallError, LLMRequest
 from sirerag.llm.prompts import COREF_REWRITE
 from sirerag.types import Chunk, Document, collapse_ws
 
@@ -93,6 +93,31 @@ def context_for(chunk: Chunk, previous: Chunk | None, document: Document | None)
         "(This is the first paragraph of the document.)"
 
 
+def chunk_contexts(chunks: Sequence[Chunk], documents: Sequence[Document]) -> list[str]:
+    """The context of every chunk (:func:`context_for` its previous *original* chunk)."""
+    titles = {d.id: d for d in documents}
+    previous: dict[str, Chunk] = {}
+    contexts = []
+    for chunk in chunks:
+        contexts.append(context_for(chunk, previous.get(chunk.doc_id), titles.get(chunk.doc_id)))
+        previous[chunk.doc_id] = chunk
+    return contexts
+
+
+def rewrite_budget(n_tokens: int, max_tokens: int) -> int:
+    """Completion budget of one rewrite: ``2 * n_tokens + 64``, at least 32, at most ``max_tokens``."""
+    return max(32, min(max_tokens, 2 * n_tokens + 64))
+
+
+def rewrite_requests(chunks: Sequence[Chunk], documents: Sequence[Document], *, max_tokens: int = 512,
+                     contexts: Sequence[str] | None = None) -> list[LLMRequest]:
+    """The coreference-rewrite request of every chunk, exactly as the extraction stage sends
+    it (the dry run and the fine-tuning data use this too)."""
+    contexts = chunk_contexts(chunks, documents) if contexts is None else contexts
+    return [COREF_REWRITE.request(max_tokens=rewrite_budget(chunk.n_tokens, max_tokens), previous=context,
+                                  paragraph=chunk.text) for chunk, context in zip(chunks, contexts)]
+
+
 def rewrite_chunks(chunks: Sequence[Chunk], documents: Sequence[Document], llm: LLM, *,
                    max_tokens: int = 512, min_overlap: float = 0.6, max_growth: float = 2.0,
                    show_progress: bool = True) -> list[Rewrite]:
@@ -102,25 +127,15 @@ def rewrite_chunks(chunks: Sequence[Chunk], documents: Sequence[Document], llm: 
         chunks: in document order, chunk order within a document.
         documents: the corpus (for titles).
         llm: any backend of the LLM protocol.
-        max_tokens: cap of the completion budget; a chunk gets ``min(max_tokens,
-            2 * n_tokens + 64)``.
+        max_tokens: cap of the completion budget (see :func:`rewrite_budget`).
         min_overlap, max_growth: drift-guard thresholds.
         show_progress: progress bar.
 
     Returns:
         One :class:`Rewrite` per chunk, in order. Never raises on model output.
     """
-    titles = {d.id: d for d in documents}
-    previous: dict[str, Chunk] = {}
-    contexts: list[str] = []
-    requests = []
-    for chunk in chunks:
-        prev = previous.get(chunk.doc_id)
-        context = context_for(chunk, prev, titles.get(chunk.doc_id))
-        contexts.append(context)
-        budget = max(32, min(max_tokens, 2 * chunk.n_tokens + 64))
-        requests.append(COREF_REWRITE.request(max_tokens=budget, previous=context, paragraph=chunk.text))
-        previous[chunk.doc_id] = chunk
+    contexts = chunk_contexts(chunks, documents)
+    requests = rewrite_requests(chunks, documents, max_tokens=max_tokens, contexts=contexts)
     results = run_requests(llm, requests, desc="coreference rewrite", show_progress=show_progress)
     out: list[Rewrite] = []
     for chunk, context, result in zip(chunks, contexts, results):

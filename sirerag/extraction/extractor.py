@@ -107,7 +107,7 @@ def _extract_offline(chunks: Sequence[Chunk], documents: Sequence[Document], con
 
 def _extract_llm(chunks: Sequence[Chunk], documents: Sequence[Document], config: ExtractionConfig, llm: LLM,
                  show_progress: bool) -> ExtractionResult:
-    from sirerag.extraction.coref import context_for, rewrite_chunks
+    from sirerag.extraction.coref import chunk_contexts, rewrite_chunks
     from sirerag.extraction.llm import extract_facts
 
     failures: list[dict[str, Any]] = []
@@ -128,13 +128,9 @@ def _extract_llm(chunks: Sequence[Chunk], documents: Sequence[Document], config:
                                  "reason": r.reason, "fallback": "original", "raw": [r.raw] if r.raw else []})
     else:
         texts = [c.text for c in chunks]
-    by_id = {d.id: d for d in documents}
-    previous: dict[str, Chunk] = {}
-    sources = []
-    for chunk, text in zip(chunks, texts):  # entities may come from the text, the rewrite or the context
-        sources.append("\n".join((chunk.text, text, context_for(chunk, previous.get(chunk.doc_id),
-                                                                by_id.get(chunk.doc_id)))))
-        previous[chunk.doc_id] = chunk
+    # entities may come from the text, the rewrite or the context
+    sources = ["\n".join((chunk.text, text, context))
+               for chunk, text, context in zip(chunks, texts, chunk_contexts(chunks, documents))]
     facts = extract_facts(texts, llm, sources=sources, max_tokens=config.extract_max_tokens,
                           max_attempts=config.max_attempts, ground_entities=config.ground_entities,
                           show_progress=show_progress)

@@ -19,14 +19,14 @@ import re
 import unicodedata
 from typing import Iterable
 
-from sirerag.types import collapse_ws
+from sirerag.types import NAME_ABBREVIATIONS, collapse_ws
 
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'",
                          "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u00a0": " "})
 # characters stripped from both ends of a name
 _EDGE = "\"'`*_#,;:!?<>|/\\ \t\n-"
 _PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
-_ABBREVIATION_END = re.compile(r"(?:\b[A-Za-z]\.)+$|\b(?:Jr|Sr|St|Inc|Co|Ltd|Corp|Bros|Dr|Mr|Mrs|Ms|No|Mt|Ft|Ave)\.$")
+_ABBREVIATION_END = re.compile(rf"(?:\b[A-Za-z]\.)+$|\b(?:{'|'.join(NAME_ABBREVIATIONS)})\.$")
 # an entity that is only a pronoun or a placeholder is not an entity
 _NOT_ENTITIES = frozenset({
     "", "he", "she", "it", "they", "him", "her", "them", "his", "hers", "its", "their", "theirs",

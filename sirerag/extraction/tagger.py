@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from sirerag.extraction.normalize import is_entity, normalize_entities
+from sirerag.types import NAME_ABBREVIATIONS
 
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December|"
            "Jan\\.|Feb\\.|Mar\\.|Apr\\.|Jun\\.|Jul\\.|Aug\\.|Sep\\.|Sept\\.|Oct\\.|Nov\\.|Dec\\.")
@@ -52,7 +53,7 @@ _MONEY = re.compile(r"(?:US)?[$£€¥]\s?\d[\d,]*(?:\.\d+)?(?:\s(?:million|bill
 _QUANTITY = re.compile(rf"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:{_UNITS})(?![\w])")
 _QUOTED = (re.compile(r"(?=``\s?([^`\n]{1,80}?)\s?'')"), re.compile(r'(?="\s?([^"\n]{1,80}?)\s?")'),
            re.compile("(?=\u201c([^\u201d\\n]{1,80}?)\u201d)"))
-_ABBREVIATIONS = "St|Mt|Ft|Dr|Jr|Sr|Mr|Mrs|Ms|Gen|Col|Capt|Lt|Sgt|Rev|Prof|Fr|Co|Inc|Ltd|Bros|Corp"
+_ABBREVIATIONS = "|".join(sorted(NAME_ABBREVIATIONS, key=len, reverse=True))
 _TOKEN = re.compile(rf"(?:[^\W\d_]\.){{2,}}|(?:{_ABBREVIATIONS})\.|[A-Z]\.(?=\s[A-Z])"
                     r"|[^\W\d_](?:[\w'\u2019&.-]*\w)?|\d+|&")
 _SUFFIX = re.compile(r",?\s(?:Jr|Sr|Inc|Ltd|Co|Corp|Bros)\.|,\s(?:II|III|IV)\b")

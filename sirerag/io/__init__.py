@@ -1,4 +1,4 @@
-"""Reading and writing: JSONL/NPY/JSON files written atomically, manifests, corpora, locks."""
+"""Reading and writing: JSONL/NPY/JSON files written atomically, manifests, corpora, locks, TSV collections."""
 from __future__ import annotations
 
 from sirerag.io.files import (
@@ -20,6 +20,7 @@ from sirerag.io.manifest import (
     read_manifest,
     write_manifest,
 )
+from sirerag.io.tsv import collection_text, write_collection
 
 __all__ = [
     "FORMAT_VERSION",
@@ -29,11 +30,13 @@ __all__ = [
     "check_files",
     "damaged",
     "index_lock",
+    "collection_text",
     "load_npy",
     "read_json",
     "read_jsonl",
     "read_manifest",
     "save_npy",
+    "write_collection",
     "write_json",
     "write_jsonl",
     "write_manifest",

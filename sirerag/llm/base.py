@@ -7,11 +7,12 @@ backend is chosen by the caller and swapped without touching the stages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Literal, Protocol, Sequence, overload, runtime_checkable
+from typing import Iterator, Literal, Protocol, Sequence, get_args, overload, runtime_checkable
 
 from sirerag.errors import SireragError
 
 Role = Literal["system", "user", "assistant"]
+ROLES: tuple[str, ...] = get_args(Role)
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class LLMRequest:
         prompt_version: ``name@version`` of the prompt template; part of the cache key.
     """
 
-    messages: tuple[tuple[str, str], ...]
+    messages: tuple[tuple[Role, str], ...]
     max_tokens: int = 256
     temperature: float = 0.0
     json_mode: bool = False
@@ -36,7 +37,7 @@ class LLMRequest:
         if not self.messages:
             raise ValueError("LLMRequest.messages must not be empty")
         for role, _content in self.messages:
-            if role not in ("system", "user", "assistant"):
+            if role not in ROLES:
                 raise ValueError(f"LLMRequest.messages: role must be system, user or assistant, got {role!r}")
 
     def as_openai(self) -> list[dict[str, str]]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from sirerag.config import LLMConfig
 from sirerag.errors import ConfigError
 from sirerag.llm.base import LLM
+from sirerag.llm.net import split_openai_spec
 
 BACKENDS = ("openai", "hf")
 
@@ -35,18 +36,15 @@ def parse_spec(spec: str) -> ParsedSpec:
     """Split an LLM spec into backend, model, server URL and adapter.
 
     Raises:
-        ConfigError: the spec has no known backend prefix or misses its model.
+        ConfigError: the spec has no known backend prefix, misses its model, or has a bad URL.
     """
     backend, sep, rest = (spec or "").partition(":")
     if not sep or backend not in BACKENDS or not rest:
         raise ConfigError(f"llm spec must look like openai:MODEL, openai:MODEL@http://HOST:PORT/v1, hf:smollm2, "
                           f"hf:/path/to/model or hf:PATH+adapter=DIR; got {spec!r}")
     if backend == "openai":
-        for marker in ("@http://", "@https://"):
-            if marker in rest:
-                model, _, url = rest.partition(marker)
-                return ParsedSpec("openai", model, base_url=marker[1:] + url)
-        return ParsedSpec("openai", rest)
+        model, url = split_openai_spec(rest)
+        return ParsedSpec("openai", model, base_url=url)
     model, _, adapter = rest.partition("+adapter=")
     if "+adapter=" in rest and not adapter:
         raise ConfigError(f"llm spec {spec!r}: +adapter= needs a folder")

@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import logging
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -36,7 +37,19 @@ PRESETS: dict[str, tuple[str, str]] = {
 }
 _ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
-_LOADED: dict[tuple[str, str | None, str | None, str], tuple[Any, Any]] = {}
+
+
+class _Loaded:
+    """A tokenizer and model shared by every backend that asks for the same files and device."""
+
+    def __init__(self, tokenizer: Any, lm: Any) -> None:
+        self.tokenizer, self.lm = tokenizer, lm
+
+
+#: Models in use, shared between backends; an entry goes (and its memory is freed) when the
+#: last backend holding it is gone, so evaluating several adapters in turn does not pile them up.
+_LOADED: weakref.WeakValueDictionary[tuple[str, str | None, str | None, str], _Loaded] = \
+    weakref.WeakValueDictionary()
 _LOAD_LOCK = threading.RLock()
 
 
@@ -113,7 +126,8 @@ class HFLocalLLM(StreamingLLM):
         if device == "auto":
             device = "cuda" if self.torch.cuda.is_available() else "cpu"
         self.device = device
-        self.tokenizer, self.lm = _load(self.path, self.gguf_file, self.adapter, self.adapter_hash, device)
+        self._loaded = _load(self.path, self.gguf_file, self.adapter, self.adapter_hash, device)  # keeps it alive
+        self.tokenizer, self.lm = self._loaded.tokenizer, self._loaded.lm
         if not getattr(self.tokenizer, "chat_template", None):
             raise ConfigError(f"hf:{label} has no chat template; use an instruction-tuned model")
         self.eos_ids = _eos_ids(self.lm, self.tokenizer)
@@ -180,12 +194,14 @@ def _eos_ids(lm: Any, tokenizer: Any) -> frozenset[int]:
 
 
 def _load(path: str, gguf_file: str | None, adapter: str | None, adapter_hash: str | None,
-          device: str) -> tuple[Any, Any]:
-    """Tokenizer and model, loaded once per process; an adapter goes on a copy of the base."""
+          device: str) -> _Loaded:
+    """Tokenizer and model, loaded once while some backend uses them; an adapter goes on a
+    copy of the base."""
     key = (path, gguf_file, adapter_hash, device)
     with _LOAD_LOCK:
-        if key in _LOADED:
-            return _LOADED[key]
+        loaded = _LOADED.get(key)
+        if loaded is not None:
+            return loaded
         if adapter is None:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -201,15 +217,11 @@ def _load(path: str, gguf_file: str | None, adapter: str | None, adapter_hash: s
                 tokenizer.pad_token = tokenizer.convert_ids_to_tokens(int(pad))
         else:
             peft = require("peft", "finetune", purpose="LoRA adapters (+adapter=)")
-            tokenizer, base = _load(path, gguf_file, None, None, device)
+            base = _load(path, gguf_file, None, None, device)
+            tokenizer = base.tokenizer
             logger.info("applying LoRA adapter %s (%s)", adapter, adapter_hash)
-            lm = peft.PeftModel.from_pretrained(copy.deepcopy(base), adapter).merge_and_unload()
+            lm = peft.PeftModel.from_pretrained(copy.deepcopy(base.lm), adapter).merge_and_unload()
         lm.eval()
-        _LOADED[key] = (tokenizer, lm)
-        return tokenizer, lm
-
-
-def unload_all() -> None:
-    """Forget every model loaded by this module (frees memory once no backend uses them)."""
-    with _LOAD_LOCK:
-        _LOADED.clear()
+        loaded = _Loaded(tokenizer, lm)
+        _LOADED[key] = loaded
+        return loaded

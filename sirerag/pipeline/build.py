@@ -151,7 +151,7 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
                 show_progress=show_progress,
             )
         trees.append(tree)
-        report.counts["similarity_tree"] = tree.stats
+        report.counts["similarity_tree"] = tree.stats.to_dict()
     else:
         trees.append(leaves_from_chunks(chunks, leaf_embeddings))
 
@@ -177,7 +177,7 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
                 show_progress=show_progress,
             )
         trees.append(rtree)
-        report.counts["relatedness_tree"] = rtree.stats
+        report.counts["relatedness_tree"] = rtree.stats.to_dict()
 
     pool: Pool = flatten(trees)
     save_pool(out, pool)
@@ -228,8 +228,4 @@ def _load_llm(config: BuildConfig, cache: Path, *, extraction: bool = False):  #
 
 
 def _pool_counts(pool: Pool) -> dict[str, Any]:
-    by: dict[str, int] = {}
-    for e in pool.entries:
-        key = f"{e.tree}/{e.kind}/level{e.level}"
-        by[key] = by.get(key, 0) + 1
-    return {"entries": len(pool), "by_tree_kind_level": dict(sorted(by.items()))}
+    return {"entries": len(pool), "by_tree_kind_level": pool.counts()}

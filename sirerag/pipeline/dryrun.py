@@ -33,7 +33,6 @@ from typing import Any, Sequence
 from sirerag.config import BuildConfig
 from sirerag.llm.accounting import request_tokens
 from sirerag.llm.base import LLMRequest
-from sirerag.llm.prompts import COREF_REWRITE
 from sirerag.tokens import count_tokens
 from sirerag.trees.llm_summarizer import summary_request
 from sirerag.types import Document
@@ -194,21 +193,6 @@ def _summary_stages(tree: str, planner: _PlanningSummarizer, lookup: "_CacheLook
     return out
 
 
-def rewrite_requests(chunks: Sequence[Any], documents: Sequence[Document], max_tokens: int) -> list[LLMRequest]:
-    """The coreference-rewrite requests of a build (one per chunk, as the extraction stage sends them)."""
-    from sirerag.extraction.coref import context_for
-
-    titles = {d.id: d for d in documents}
-    previous: dict[str, Any] = {}
-    out = []
-    for chunk in chunks:
-        context = context_for(chunk, previous.get(chunk.doc_id), titles.get(chunk.doc_id))
-        budget = max(32, min(max_tokens, 2 * chunk.n_tokens + 64))
-        out.append(COREF_REWRITE.request(max_tokens=budget, previous=context, paragraph=chunk.text))
-        previous[chunk.doc_id] = chunk
-    return out
-
-
 def _extraction_stages(chunks: Sequence[Any], documents: Sequence[Document], config: BuildConfig,
                        offline_props: Sequence[Any], lookup: "_CacheLookup") -> list[StageEstimate]:
     from sirerag.extraction.llm import extraction_request
@@ -216,7 +200,9 @@ def _extraction_stages(chunks: Sequence[Any], documents: Sequence[Document], con
     out = []
     ext = config.extraction
     if ext.rewrite:
-        requests = rewrite_requests(chunks, documents, ext.rewrite_max_tokens)
+        from sirerag.extraction.coref import rewrite_requests
+
+        requests = rewrite_requests(chunks, documents, max_tokens=ext.rewrite_max_tokens)
         est = sum(min(r.max_tokens, round(c.n_tokens * REWRITE_OUTPUT_RATIO)) for r, c in zip(requests, chunks))
         out.append(StageEstimate("coreference rewrite", len(requests), sum(request_tokens(r) for r in requests),
                                  sum(r.max_tokens for r in requests), est,

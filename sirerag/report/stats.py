@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sirerag.extraction.extractor import FAILURES
 from sirerag.io import read_jsonl
 from sirerag.pool import Index, load_index
 from sirerag.trees.aggregates import RULE_ALL, RULE_SKIP, table3_stats
@@ -19,10 +20,6 @@ def index_stats(directory: str | Path | Index) -> dict[str, Any]:
     index = directory if isinstance(directory, Index) else load_index(directory)
     manifest = index.manifest
     entries = index.pool.entries
-    by: dict[str, int] = {}
-    for e in entries:
-        key = f"{e.tree}/{e.kind}/level{e.level}"
-        by[key] = by.get(key, 0) + 1
     propositions = index.propositions()
     table3 = table3_stats(propositions)
     aggregates = [e for e in entries if e.kind == "aggregate"]
@@ -31,7 +28,7 @@ def index_stats(directory: str | Path | Index) -> dict[str, Any]:
     rule = relatedness_counts.get("aggregation_rule")
     if rule is None and "relatedness" in config.get("trees", []):
         rule = RULE_SKIP if config.get("relatedness", {}).get("skip_redundant_entities") else RULE_ALL
-    failures_path = index.path / "extraction_failures.jsonl"
+    failures_path = index.path / FAILURES
     failures: dict[str, int] = {}
     if failures_path.is_file():
         for record in read_jsonl(failures_path):
@@ -45,7 +42,7 @@ def index_stats(directory: str | Path | Index) -> dict[str, Any]:
         "aggregates": len(aggregates),
         "aggregated_entities": len({(e.entity or "").casefold() for e in aggregates}),
         "pool_entries": len(entries),
-        "pool": dict(sorted(by.items())),
+        "pool": index.pool.counts(),
         "extraction_failures": {"extract": failures.get("extract", 0), "rewrite_fallbacks": failures.get("rewrite", 0)},
         "extractor": manifest.get("extractor"),
         "aggregation_rule": rule,

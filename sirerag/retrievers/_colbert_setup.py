@@ -37,11 +37,12 @@ def require_colbert() -> str:
     return importlib.metadata.version("colbert-ai")
 
 
-def resolve_checkpoint(checkpoint: str) -> Path:
+def resolve_checkpoint(checkpoint: str, *, download: bool = True) -> Path:
     """The local folder of a ColBERT checkpoint given as a path or a Hugging Face name.
 
     A name is looked up in the local Hugging Face cache first; it is downloaded only
-    when missing and ``HF_HUB_OFFLINE`` is not set.
+    when missing, ``download`` is true and ``HF_HUB_OFFLINE`` is not set (searching
+    never downloads).
 
     Raises:
         ConfigError: a local path without a model in it, or a name that cannot be found.
@@ -63,7 +64,7 @@ def resolve_checkpoint(checkpoint: str) -> Path:
     except Exception as cached_error:  # not in the cache: try the hub unless told to stay offline
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
         reason = f"{type(cached_error).__name__}"
-        if not offline:
+        if download and not offline:
             try:
                 logger.info("downloading ColBERT checkpoint %s from the Hugging Face Hub", checkpoint)
                 return Path(snapshot_download(checkpoint))

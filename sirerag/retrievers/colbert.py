@@ -5,7 +5,13 @@ entry, pid = position) and stored in the index directory under
 ``colbert/<checkpoint-slug>/``: ``collection.tsv`` (what was indexed),
 ``entry_ids.json`` (pid -> pool entry id) and ``plaid/`` (colbert-ai's own files).
 The manifest lists every such index under ``components.colbert.indexes``, keyed by
-checkpoint. :func:`load` builds the index on first use.
+checkpoint.
+
+Building and searching are separate steps: :func:`build_colbert_index` (or
+:func:`ensure_colbert_index`, behind ``sirerag index INDEX --colbert CHECKPOINT``)
+builds and records the index; :func:`load` only opens one that is built and up to
+date with the pool, and otherwise raises an error naming the command to run. A
+search never builds, downloads or writes anything.
 
 colbert-ai runs in a worker process (:mod:`sirerag.retrievers._colbert_worker`)
 under a timeout: it compiles C++ extensions on first use, changes the
@@ -13,9 +19,10 @@ multiprocessing start method when imported and can hang its parent when a step
 crashes; here a crash or a hang becomes a :class:`~sirerag.errors.SireragError`
 with the tail of the worker's stderr.
 
-Checkpoints are local folders or Hugging Face names; a name is looked up in the
-local Hugging Face cache and downloaded only when it is not there (which needs the
-network). The worker itself always runs offline.
+Checkpoints are local folders or Hugging Face names; when building, a name is looked
+up in the local Hugging Face cache and downloaded only when it is not there (which
+needs the network). Searching uses the folder recorded at build time, or the local
+cache. The worker itself always runs offline.
 """
 from __future__ import annotations
 
@@ -26,17 +33,17 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.errors import IndexFormatError, check
-from sirerag.export import collection_text, write_collection
-from sirerag.io import atomic_dir, index_lock, read_json, read_manifest, write_json
+from sirerag.errors import ConfigError, IndexFormatError, check
+from sirerag.io import atomic_dir, collection_text, index_lock, read_manifest, write_collection, write_json
 from sirerag.pool import Index, load_index, register_component
 from sirerag.retrievers._colbert_client import WorkerClient
+from sirerag.retrievers._colbert_search import COLLECTION, ENTRY_IDS, PLAID, SEARCH_TIMEOUT, ColBERTRetriever
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
-from sirerag.retrievers.base import Hit, check_query
 
 __all__ = [
     "DEFAULT_CHECKPOINT", "ColBERTRetriever", "build_colbert_index", "checkpoint_key", "colbert_indexes",
-    "collection_text", "compile_extensions", "load", "resolve_checkpoint", "write_collection",
+    "collection_text", "compile_extensions", "ensure_colbert_index", "load", "resolve_checkpoint",
+    "write_collection",
 ]
 
 logger = logging.getLogger(__name__)
@@ -47,10 +54,6 @@ NBITS = (1, 2, 4)
 #: default ColBERT document length in tokens: pool aggregates reach 512 tokens
 DOC_MAXLEN = 512
 BUILD_TIMEOUT = 3600.0
-SEARCH_TIMEOUT = 600.0
-COLLECTION = "collection.tsv"
-ENTRY_IDS = "entry_ids.json"
-PLAID = "plaid"
 
 
 def entries_fingerprint(entry_ids: Sequence[str]) -> str:
@@ -137,7 +140,8 @@ def build_colbert_index(
                 worker.kill()
         seconds = round(time.perf_counter() - start, 2)
         record = {
-            "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "nbits": nbits, "doc_maxlen": doc_maxlen,
+            "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "checkpoint_path": str(local),
+            "nbits": nbits, "doc_maxlen": doc_maxlen,
             "kmeans_niters": kmeans_niters, "entries": len(entry_ids), "entries_sha1": entries_fingerprint(entry_ids),
             "colbert_ai": version, "build_seconds": seconds, **stats,
         }
@@ -154,128 +158,98 @@ def build_colbert_index(
 
 
 
-class ColBERTRetriever:
-    """Searches a built ColBERT index; hits carry pool entry ids and ColBERT (MaxSim) scores.
+def _stale_reason(index: Index, record: dict[str, Any] | None) -> str | None:
+    """Why a recorded ColBERT index cannot serve this pool (None: it can)."""
+    if record is None:
+        return "has no ColBERT index for this checkpoint"
+    if record.get("entries_sha1") != entries_fingerprint([e.id for e in index.pool.entries]):
+        return "has a ColBERT index for this checkpoint that is out of date with the pool"
+    if not (index.path / record["path"] / PLAID / "metadata.json").is_file():
+        return f"has no ColBERT files in {record['path']}/{PLAID}"
+    return None
 
-    The colbert-ai worker starts on the first search and stays up until :meth:`close`
-    (or the end of a ``with`` block).
+
+def index_command(index: Index, checkpoint: str) -> str:
+    """The command that builds the ColBERT index of ``index`` for ``checkpoint``."""
+    return f"sirerag index {index.path} --colbert {checkpoint}"
+
+
+def ensure_colbert_index(
+    index: Index | str | Path,
+    checkpoint: str = DEFAULT_CHECKPOINT,
+    *,
+    nbits: int | None = None,
+    doc_maxlen: int | None = None,
+    rebuild: bool = False,
+    timeout: float = BUILD_TIMEOUT,
+) -> tuple[dict[str, Any], bool]:
+    """Build the ColBERT index for ``checkpoint`` unless an up-to-date one is recorded.
 
     Args:
-        folder: the index's ``colbert/<slug>`` folder.
-        checkpoint: the local checkpoint folder it was built with.
-        query_maxlen: query length in tokens (None: the checkpoint's, 32 for ColBERTv2).
-        timeout: seconds each request may take, worker start-up included.
+        nbits, doc_maxlen: build settings; a recorded index built with other values is
+            rebuilt. None: as recorded, else 2 and 512.
+        rebuild: rebuild even if an up-to-date index exists.
+
+    Returns:
+        ``(record, built)``: the manifest record and whether it was (re)built now.
+
+    Raises:
+        MissingExtraError, ConfigError, SireragError: see :func:`build_colbert_index`.
     """
-
-    name = "colbert"
-
-    def __init__(self, folder: str | Path, checkpoint: str | Path, *, query_maxlen: int | None = None,
-                 timeout: float = SEARCH_TIMEOUT) -> None:
-        check(query_maxlen is None or (isinstance(query_maxlen, int) and 4 <= query_maxlen <= 512),
-              "query_maxlen", query_maxlen, "None or an integer in [4, 512]")
-        check(timeout > 0, "timeout", timeout, "a positive number of seconds")
-        self.folder = Path(folder).resolve()  # the worker runs in another directory
-        self.checkpoint = Path(checkpoint).resolve()
-        self.query_maxlen = query_maxlen
-        self.timeout = float(timeout)
-        self.entry_ids: list[str] = list(read_json(self.folder / ENTRY_IDS))
-        self._worker: WorkerClient | None = None
-
-    def _open(self) -> WorkerClient:
-        if self._worker is None or not self._worker.alive:
-            worker = WorkerClient(cwd=self.folder)
-            try:
-                worker.call("open", {"checkpoint": str(self.checkpoint), "collection": str(self.folder / COLLECTION),
-                                     "root": str(self.folder), "name": PLAID, "query_maxlen": self.query_maxlen},
-                            timeout=self.timeout)
-            except BaseException:
-                worker.kill()  # an index it could not open: do not leave it running
-                raise
-            self._worker = worker
-        return self._worker
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
-
-    def search_many(self, queries: Sequence[str], k: int = 10, *, batch_size: int = 128) -> list[list[Hit]]:
-        """Top ``k`` entries per query, best first (fewer when PLAID finds fewer candidates)."""
-        check(isinstance(k, int) and k >= 1, "k", k, "a positive integer")
-        queries = list(queries)
-        check_query(queries)
-        if not queries:
-            return []
-        worker = self._open()
-        results: list[list[Hit]] = []
-        for start in range(0, len(queries), batch_size):
-            batch = worker.call("search", {"queries": queries[start : start + batch_size], "k": k},
-                                timeout=self.timeout)
-            results.extend([Hit(self.entry_ids[int(pid)], float(score)) for pid, score in ranked]
-                           for ranked in batch)
-        return results
-
-    def close(self) -> None:
-        """Stop the worker process (searching again starts a new one)."""
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
-
-    def __enter__(self) -> ColBERTRetriever:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
+    index = _as_index(index)
+    record = colbert_indexes(index.manifest).get(checkpoint_key(checkpoint))
+    reason = _stale_reason(index, record)
+    if record is not None and reason is None and not rebuild \
+            and (nbits is None or record.get("nbits") == nbits) \
+            and (doc_maxlen is None or record.get("doc_maxlen") == doc_maxlen):
+        return record, False
+    if record is not None and not rebuild:
+        logger.info("the ColBERT index for %s is out of date with the pool or settings; rebuilding", checkpoint)
+    return build_colbert_index(index, checkpoint, nbits=nbits or 2, doc_maxlen=doc_maxlen or DOC_MAXLEN,
+                               timeout=timeout), True
 
 
 def load(
     index: Index | str | Path,
     *,
     checkpoint: str | None = None,
-    nbits: int | None = None,
-    doc_maxlen: int | None = None,
     query_maxlen: int | None = None,
     timeout: float = SEARCH_TIMEOUT,
-    build_timeout: float = BUILD_TIMEOUT,
-    rebuild: bool = False,
     **_: Any,
 ) -> ColBERTRetriever:
-    """ColBERT retriever over a loaded index, building its ColBERT index when needed.
+    """ColBERT retriever over the ColBERT index built for ``checkpoint``.
+
+    Nothing is built, downloaded or written: build first with
+    ``sirerag index INDEX --colbert CHECKPOINT`` (:func:`ensure_colbert_index`).
 
     Args:
         index: a loaded index (or its directory).
-        checkpoint: local folder or Hugging Face name. None: the one index already built
-            for this pool, else ``colbert-ir/colbertv2.0``.
-        nbits, doc_maxlen: build settings; a recorded index built with other values is
-            rebuilt. None: as recorded, else 2 and 512.
+        checkpoint: local folder or Hugging Face name it was built with. None: the one
+            ColBERT index recorded for this pool.
         query_maxlen: query length in tokens (None: the checkpoint's).
         timeout: seconds per search request (worker start-up included).
-        build_timeout: seconds the build may take.
-        rebuild: rebuild even if an up-to-date index exists.
 
     Raises:
-        MissingExtraError, ConfigError, SireragError: see :func:`build_colbert_index`.
+        MissingExtraError: colbert-ai is not installed.
+        ConfigError: no up-to-date ColBERT index for the checkpoint (the message names the
+            command that builds it), or the checkpoint is no longer on this machine.
     """
     require_colbert()
     index = _as_index(index)
     recorded = colbert_indexes(index.manifest)
     if checkpoint is None:
-        checkpoint = next(iter(recorded)) if len(recorded) == 1 else DEFAULT_CHECKPOINT
+        if len(recorded) != 1:
+            which = "no ColBERT index" if not recorded else f"{len(recorded)} ColBERT indexes ({', '.join(recorded)})"
+            raise ConfigError(f"index {index.path} has {which}; "
+                              + (f"build one with: {index_command(index, 'CHECKPOINT')}" if not recorded
+                                 else "choose one with --checkpoint"))
+        checkpoint = next(iter(recorded))
     record = recorded.get(checkpoint_key(checkpoint))
-    fingerprint = entries_fingerprint([e.id for e in index.pool.entries])
-    stale = record is None or rebuild or record.get("entries_sha1") != fingerprint \
-        or (nbits is not None and record.get("nbits") != nbits) \
-        or (doc_maxlen is not None and record.get("doc_maxlen") != doc_maxlen) \
-        or not (index.path / record["path"] / PLAID / "metadata.json").is_file()
-    if stale:
-        if record is not None and not rebuild:
-            logger.info("the ColBERT index for %s is out of date with the pool or settings; rebuilding", checkpoint)
-        record = build_colbert_index(index, checkpoint, nbits=nbits or 2, doc_maxlen=doc_maxlen or DOC_MAXLEN,
-                                     timeout=build_timeout)
-    assert record is not None  # built above when missing
-    return ColBERTRetriever(index.path / record["path"], resolve_checkpoint(checkpoint),
-                            query_maxlen=query_maxlen, timeout=timeout)
+    reason = _stale_reason(index, record)
+    if reason is not None or record is None:
+        raise ConfigError(f"index {index.path} {reason} ({checkpoint}); build it with: "
+                          f"{index_command(index, checkpoint)}")
+    local = Path(record.get("checkpoint_path") or "")
+    if not (record.get("checkpoint_path") and (local / "config.json").is_file()):
+        local = resolve_checkpoint(checkpoint, download=False)
+    return ColBERTRetriever(index.path / record["path"], local, query_maxlen=query_maxlen, timeout=timeout)

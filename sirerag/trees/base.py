@@ -1,8 +1,8 @@
-"""The summariser protocol shared by both trees."""
+"""The summariser protocol and the result records shared by both trees."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -24,6 +24,40 @@ class Summarizer(Protocol):
     def summarize(self, groups: Sequence[Sequence[str]]) -> list[str]: ...
 
 
+@dataclass(frozen=True)
+class TreeStats:
+    """How a tree was built; :meth:`to_dict` is what the manifest records under
+    ``counts.<tree>_tree`` (fields that do not apply are left out).
+
+    Attributes:
+        variant, table3, aggregation_rule: relatedness tree only: the ablation variant,
+            the paper's Table 3 figures of its aggregates and the aggregation rule.
+        levels: ``{"level", "nodes", ...}`` per level, leaves (or aggregates) first.
+        stop_reason: why no further level was built.
+        seconds, clustering: time per step and clustering counters of the summary levels.
+        nodes, by_kind: relatedness tree only: its node count, and per kind.
+    """
+
+    variant: str | None = None
+    table3: Mapping[str, Any] | None = None
+    aggregation_rule: str | None = None
+    levels: tuple[Mapping[str, Any], ...] = ()
+    stop_reason: str | None = None
+    seconds: Mapping[str, float] | None = None
+    clustering: Mapping[str, Any] | None = None
+    nodes: int | None = None
+    by_kind: Mapping[str, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = [dict(v) for v in value] if f.name == "levels" else \
+                    dict(value) if isinstance(value, Mapping) else value
+        return out
+
+
 @dataclass(frozen=True, eq=False)
 class TreeResult:
     """All nodes of one tree (leaves or aggregates first, then each summary level in
@@ -31,4 +65,4 @@ class TreeResult:
 
     nodes: tuple[Node, ...]
     embeddings: np.ndarray
-    stats: dict = field(default_factory=dict)
+    stats: TreeStats = field(default_factory=TreeStats)

@@ -26,7 +26,7 @@ from sirerag.clustering import ClusterStats, cluster
 from sirerag.config import ClusteringConfig
 from sirerag.errors import SireragError, check
 from sirerag.tokens import count_tokens_many
-from sirerag.trees.base import TreeResult
+from sirerag.trees.base import TreeResult, TreeStats
 from sirerag.types import Node
 
 logger = logging.getLogger(__name__)
@@ -110,12 +110,8 @@ def build_summary_levels(
             stop = "root"
             break
     bar.close()
-    stats = {
-        "levels": per_level,
-        "stop_reason": stop,
-        "seconds": {k: round(v, 3) for k, v in seconds.items()},
-        "clustering": counters.as_dict(),
-    }
+    stats = TreeStats(levels=tuple(per_level), stop_reason=stop, seconds={k: round(v, 3) for k, v in seconds.items()},
+                      clustering=counters.as_dict())
     return TreeResult(nodes=tuple(nodes), embeddings=np.vstack(blocks), stats=stats)
 
 

@@ -18,13 +18,14 @@ entity-linked propositions are used, as for the aggregates.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from sirerag.config import ClusteringConfig, RelatednessConfig, TreeConfig
 from sirerag.trees.aggregates import build_aggregates, ordered_linked
-from sirerag.trees.base import TreeResult
+from sirerag.trees.base import TreeResult, TreeStats
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.types import Node, Proposition, collapse_ws
 
@@ -95,23 +96,23 @@ def build_relatedness_tree(
     props = proposition_nodes(propositions) if relatedness.include_propositions else []
     base_nodes = list(agg.nodes) if relatedness.aggregates else props
     extra = props if relatedness.aggregates else []
-    stats: dict[str, Any] = {"variant": variant, "table3": agg.stats,
-                             "aggregation_rule": agg.stats["aggregation_rule"]}
+    stats = TreeStats(variant=variant, table3=agg.stats, aggregation_rule=agg.stats["aggregation_rule"])
     if not base_nodes:
         logger.warning("relatedness tree: no entity-linked propositions, so the tree is empty")
         dim = int(getattr(embedder, "dim", 0))
         return TreeResult(nodes=(), embeddings=np.zeros((0, dim), dtype=np.float32),
-                          stats={**stats, "levels": [], "nodes": 0})
+                          stats=replace(stats, nodes=0))
     base_emb = np.asarray(embedder.encode_documents([n.text for n in base_nodes]), dtype=np.float32)
     base = TreeResult(nodes=tuple(base_nodes), embeddings=base_emb)
     if relatedness.summaries:
         built = build_summary_levels(base, tree_name="relatedness", embedder=embedder, summarizer=summarizer,
                                      clustering=clustering, levels=tree.levels, random_state=random_state,
                                      show_progress=show_progress)
-        stats.update(built.stats)
+        stats = replace(stats, levels=built.stats.levels, stop_reason=built.stats.stop_reason,
+                        seconds=built.stats.seconds, clustering=built.stats.clustering)
         nodes, embeddings = list(built.nodes), built.embeddings
     else:
-        stats.update(levels=[{"level": 0, "nodes": len(base_nodes)}], stop_reason="summaries disabled")
+        stats = replace(stats, levels=({"level": 0, "nodes": len(base_nodes)},), stop_reason="summaries disabled")
         nodes, embeddings = base_nodes, base_emb
     if extra:
         extra_emb = np.asarray(embedder.encode_documents([n.text for n in extra]), dtype=np.float32)
@@ -120,6 +121,6 @@ def build_relatedness_tree(
     by_kind: dict[str, int] = {}
     for node in nodes:
         by_kind[node.kind] = by_kind.get(node.kind, 0) + 1
-    stats.update(nodes=len(nodes), by_kind=by_kind)
+    stats = replace(stats, nodes=len(nodes), by_kind=by_kind)
     logger.info("relatedness tree (%s): %s", variant, by_kind)
     return TreeResult(nodes=tuple(nodes), embeddings=np.asarray(embeddings, dtype=np.float32), stats=stats)

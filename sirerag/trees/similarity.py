@@ -7,7 +7,7 @@ import numpy as np
 
 from sirerag.config import ClusteringConfig, TreeConfig
 from sirerag.errors import InputError, check
-from sirerag.trees.base import TreeResult
+from sirerag.trees.base import TreeResult, TreeStats
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.types import Chunk, Node
 
@@ -26,7 +26,7 @@ def leaves_from_chunks(chunks: Sequence[Chunk], embeddings: np.ndarray) -> TreeR
                   for c in chunks)
     if len({n.id for n in nodes}) != len(nodes):
         raise InputError("chunks contain duplicate ids; each chunk must be a distinct (document, index, text)")
-    return TreeResult(nodes=nodes, embeddings=matrix, stats={"levels": [{"level": 0, "nodes": len(nodes)}]})
+    return TreeResult(nodes=nodes, embeddings=matrix, stats=TreeStats(levels=({"level": 0, "nodes": len(nodes)},)))
 
 
 def build_similarity_tree(
