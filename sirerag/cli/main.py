@@ -15,13 +15,14 @@ from typing import Sequence
 
 import sirerag
 import sirerag.cli
+from sirerag.cli.jit import configure_numba_cache
 from sirerag.errors import SireragError
 
 ORDER = ["build", "search", "eval", "stats", "export", "cache", "finetune"]
 
 
 def _subcommand_modules() -> list[str]:
-    names = [m.name for m in pkgutil.iter_modules(sirerag.cli.__path__) if m.name not in ("main", "common")]
+    names = [m.name for m in pkgutil.iter_modules(sirerag.cli.__path__) if m.name not in ("main", "common", "jit")]
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
@@ -56,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    configure_numba_cache()  # before anything imports numba: UMAP's compiled code is reused across runs
     try:
         return int(args.func(args) or 0)
     except SireragError as exc:

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from sirerag.config import BuildConfig
 from sirerag.io import write_manifest
+from sirerag.lexical import save_bm25
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_pool, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.types import Document, Pool
@@ -152,6 +153,8 @@ def build_index(
     report.counts["pool"] = _pool_counts(pool)
     components: dict[str, Any] = {"pool": {"type": "pool", "entries": "entries.jsonl",
                                            "embeddings": "embeddings.npy"}}
+    with _Timer(report, "bm25"):  # the lexical index, stored so a search only loads it
+        components["bm25"] = save_bm25(out, [e.text for e in pool.entries])
     if config.graph.enabled:
         from sirerag.graph.store import build_and_save_graph
 
