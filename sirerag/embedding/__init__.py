@@ -15,7 +15,7 @@ from sirerag.errors import check
 
 __all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder"]
 
-SPEC_FORMS = "'minilm', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
+SPEC_FORMS = "'minilm', 'minilm-onnx', 'minilm-onnx-int8', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -23,7 +23,9 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
     """Create the embedder named by ``spec``.
 
     Args:
-        spec: ``minilm`` (all-MiniLM-L6-v2 shipped with the ``local`` extra, offline),
+        spec: ``minilm`` (all-MiniLM-L6-v2 shipped with the ``local`` extra, offline, on torch),
+            ``minilm-onnx`` / ``minilm-onnx-int8`` (the same weights on ONNX Runtime, fp32 or
+            dynamically quantised int8; extra ``onnx``),
             ``st:PATH_OR_NAME`` (any sentence-transformers model folder or hub name),
             ``openai:MODEL`` or ``openai:MODEL@URL`` (key from ``OPENAI_API_KEY``;
             MODEL defaults to ``text-embedding-3-small``).
@@ -49,6 +51,10 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         from sirerag.embedding.sentence_transformers import load_minilm
 
         embedder = load_minilm(batch_size=batch_size, show_progress=inner_progress)
+    elif spec.strip() in ("minilm-onnx", "minilm-onnx-int8"):
+        from sirerag.embedding.onnx import load_minilm_onnx
+
+        embedder = load_minilm_onnx(spec.strip(), batch_size=batch_size, show_progress=inner_progress)
     elif backend == "st" and sep and rest.strip():
         from sirerag.embedding.sentence_transformers import load_sentence_transformer
 
