@@ -38,7 +38,6 @@ class Probe(logging.Handler):
         self.embed_wall = 0.0
         self.embed_cpu = 0.0
         self.stages: list[dict[str, Any]] = []
-        self._depth = 0
         self._start = self._mark()
 
     def _mark(self) -> dict[str, float]:
@@ -57,17 +56,27 @@ class Probe(logging.Handler):
         if record.msg == "stage %s ..." and record.args:
             self.cut(str(record.args[0]))
 
-    # numba event listener protocol
-    def on_start(self, event: Any) -> None:
-        if self._depth == 0:
-            self._compile_start = time.process_time()
-        self._depth += 1
+    def compile_listener(self) -> Any:
+        """A numba event listener adding the CPU time of outermost compilations to this probe."""
+        import numba.core.event as numba_events
 
-    def on_end(self, event: Any) -> None:
-        self._depth -= 1
-        if self._depth == 0:
-            self.compile_cpu += time.process_time() - self._compile_start
-            self.compiles += 1
+        probe = self
+
+        class CompileTimer(numba_events.Listener):
+            depth, started = 0, 0.0
+
+            def on_start(self, event: Any) -> None:
+                if self.depth == 0:
+                    self.started = time.process_time()
+                self.depth += 1
+
+            def on_end(self, event: Any) -> None:
+                self.depth -= 1
+                if self.depth == 0:
+                    probe.compile_cpu += time.process_time() - self.started
+                    probe.compiles += 1
+
+        return CompileTimer()
 
 
 def _delta(a: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
@@ -119,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     probe = Probe()
     import numba.core.event as numba_events
 
-    numba_events.register("numba:compile", probe)
+    numba_events.register("numba:compile", probe.compile_listener())
     logging.getLogger("sirerag.pipeline.build").addHandler(probe)
     logging.getLogger("sirerag.pipeline.build").setLevel(logging.INFO)
     _count_embeddings(probe)

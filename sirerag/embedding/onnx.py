@@ -3,7 +3,7 @@
 ``minilm-onnx`` exports the shipped all-MiniLM-L6-v2 weights (sha256-checked) to
 ONNX with Optimum, offline; ``minilm-onnx-int8`` also quantises the export
 dynamically to int8 (sentence-transformers' ``export_dynamic_quantized_onnx_model``,
-AVX2 configuration). The export is done once and kept in a model folder
+AVX2 configuration: unsigned int8 weights and activations). The export is done once and kept in a model folder
 (default ``$XDG_CACHE_HOME/sirerag/onnx/<weights sha256>``, replaced atomically),
 so later loads only read it. Each spec has its own name in manifests and cache
 keys, so vectors of different backends never mix.
@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 #: embedder spec -> (ONNX file inside the model folder, name recorded in manifests and cache keys)
 ONNX_SPECS = {
     "minilm-onnx": ("onnx/model.onnx", f"{MINILM_SPEC}#onnx"),
-    "minilm-onnx-int8": ("onnx/model_qint8_avx2.onnx", f"{MINILM_SPEC}#onnx-int8"),
+    "minilm-onnx-int8": ("onnx/model_quint8_avx2.onnx", f"{MINILM_SPEC}#onnx-int8"),
 }
 
 
