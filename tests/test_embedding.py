@@ -122,7 +122,7 @@ def test_missing_sentence_transformers_names_the_extra(monkeypatch):
 
 def test_bad_specs():
     for spec in ("bogus", "st:", "", "sentence-transformers"):
-        with pytest.raises(ConfigError, match=r"embedder spec must be 'minilm', 'minilm-onnx', 'minilm-onnx-int8', 'st:PATH_OR_NAME'"):
+        with pytest.raises(ConfigError, match=r"embedder spec must be 'minilm', 'minilm-onnx', 'st:PATH_OR_NAME'"):
             load_embedder(spec)
     with pytest.raises(ConfigError, match="batch_size must be a positive integer, got 0"):
         load_embedder("minilm", batch_size=0)

@@ -15,7 +15,7 @@ from sirerag.errors import check
 
 __all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder"]
 
-SPEC_FORMS = "'minilm', 'minilm-onnx', 'minilm-onnx-int8', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
+SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -24,8 +24,7 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
 
     Args:
         spec: ``minilm`` (all-MiniLM-L6-v2 shipped with the ``local`` extra, offline, on torch),
-            ``minilm-onnx`` / ``minilm-onnx-int8`` (the same weights on ONNX Runtime, fp32 or
-            dynamically quantised int8; extra ``onnx``),
+            ``minilm-onnx`` (the same weights on ONNX Runtime; extra ``onnx``),
             ``st:PATH_OR_NAME`` (any sentence-transformers model folder or hub name),
             ``openai:MODEL`` or ``openai:MODEL@URL`` (key from ``OPENAI_API_KEY``;
             MODEL defaults to ``text-embedding-3-small``).
@@ -51,7 +50,7 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         from sirerag.embedding.sentence_transformers import load_minilm
 
         embedder = load_minilm(batch_size=batch_size, show_progress=inner_progress)
-    elif spec.strip() in ("minilm-onnx", "minilm-onnx-int8"):
+    elif spec.strip() == "minilm-onnx":
         from sirerag.embedding.onnx import load_minilm_onnx
 
         embedder = load_minilm_onnx(spec.strip(), batch_size=batch_size, show_progress=inner_progress)
