@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sirerag.config.build import section_from_mapping
+from sirerag.config.typecheck import SEED_LIMIT, check_types
 from sirerag.errors import ConfigError, check
 
 if sys.version_info >= (3, 11):
@@ -53,8 +54,8 @@ class ModelConfig:
     gradient_checkpointing: bool = False
 
     def validate(self) -> None:
-        check(isinstance(self.base, str) and bool(self.base.strip()), "model.base", self.base,
-              "a model name, local folder or 'smollm2'")
+        check_types(self, "model")
+        check(bool(self.base.strip()), "model.base", self.base, "a model name, local folder or 'smollm2'")
         check(self.dtype in DTYPES, "model.dtype", self.dtype, f"one of {DTYPES}")
 
 
@@ -73,14 +74,13 @@ class LoRAConfig:
     layers: tuple[int, ...] = ()
 
     def validate(self) -> None:
-        check(isinstance(self.r, int) and self.r >= 1, "lora.r", self.r, "an integer >= 1")
-        check(isinstance(self.alpha, (int, float)) and self.alpha > 0, "lora.alpha", self.alpha, "a positive number")
-        check(isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0, "lora.dropout",
-              self.dropout, "a number in [0, 1)")
-        check(isinstance(self.target_modules, tuple) and len(self.target_modules) > 0
-              and all(isinstance(m, str) and m for m in self.target_modules), "lora.target_modules",
+        check_types(self, "lora")
+        check(self.r >= 1, "lora.r", self.r, "an integer >= 1")
+        check(self.alpha > 0, "lora.alpha", self.alpha, "a positive number")
+        check(0.0 <= self.dropout < 1.0, "lora.dropout", self.dropout, "a number in [0, 1)")
+        check(len(self.target_modules) > 0 and all(self.target_modules), "lora.target_modules",
               self.target_modules, "a non-empty list of module names such as ['q_proj', 'v_proj']")
-        check(isinstance(self.layers, tuple) and all(isinstance(i, int) and i >= 0 for i in self.layers),
+        check(all(i >= 0 for i in self.layers),
               "lora.layers", self.layers, "a list of non-negative layer indices (empty = every layer)")
 
 
@@ -111,26 +111,22 @@ class OptimConfig:
     seed: int = 224
 
     def validate(self) -> None:
-        check(isinstance(self.learning_rate, (int, float)) and 0 < self.learning_rate < 1, "optim.learning_rate",
-              self.learning_rate, "a number in (0, 1)")
+        check_types(self, "optim")
+        check(0 < self.learning_rate < 1, "optim.learning_rate", self.learning_rate, "a number in (0, 1)")
         check(self.lr_scheduler in SCHEDULERS, "optim.lr_scheduler", self.lr_scheduler, f"one of {SCHEDULERS}")
-        check(isinstance(self.warmup_ratio, (int, float)) and 0 <= self.warmup_ratio < 1, "optim.warmup_ratio",
-              self.warmup_ratio, "a number in [0, 1)")
-        check(isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0, "optim.weight_decay",
-              self.weight_decay, "a number >= 0")
-        check(isinstance(self.max_grad_norm, (int, float)) and self.max_grad_norm >= 0, "optim.max_grad_norm",
+        check(0 <= self.warmup_ratio < 1, "optim.warmup_ratio", self.warmup_ratio, "a number in [0, 1)")
+        check(self.weight_decay >= 0, "optim.weight_decay", self.weight_decay, "a number >= 0")
+        check(self.max_grad_norm >= 0, "optim.max_grad_norm",
               self.max_grad_norm, "a number >= 0 (0 disables clipping)")
-        check(isinstance(self.epochs, (int, float)) and self.epochs > 0, "optim.epochs", self.epochs,
-              "a positive number")
+        check(self.epochs > 0, "optim.epochs", self.epochs, "a positive number")
         for name in ("max_steps", "eval_steps", "save_steps"):
             value = getattr(self, name)
-            check(isinstance(value, int) and value >= 0, f"optim.{name}", value, "an integer >= 0 (0 = off)")
+            check(value >= 0, f"optim.{name}", value, "an integer >= 0 (0 = off)")
         for name in ("batch_size", "gradient_accumulation_steps", "logging_steps", "save_total_limit"):
             value = getattr(self, name)
-            check(isinstance(value, int) and value >= 1, f"optim.{name}", value, "an integer >= 1")
-        check(isinstance(self.max_length, int) and self.max_length >= 32, "optim.max_length", self.max_length,
-              "an integer >= 32")
-        check(isinstance(self.seed, int) and self.seed >= 0, "optim.seed", self.seed, "a non-negative integer")
+            check(value >= 1, f"optim.{name}", value, "an integer >= 1")
+        check(self.max_length >= 32, "optim.max_length", self.max_length, "an integer >= 32")
+        check(0 <= self.seed < SEED_LIMIT, "optim.seed", self.seed, "an integer from 0 to 2**32 - 1")
 
 
 _SECTIONS: dict[str, type] = {"model": ModelConfig, "lora": LoRAConfig, "optim": OptimConfig}

@@ -7,6 +7,8 @@ with a reason when llama-cpp-python is not installed.
 
 ``FlakyServer`` speaks just enough of the chat completions API to exercise the
 retry policy: what it does for a request is chosen by a tag in the user message.
+``EmbeddingServer`` answers ``POST /v1/embeddings`` with small vectors derived from
+the text, so a build can run without a model.
 """
 from __future__ import annotations
 
@@ -140,3 +142,47 @@ class FlakyServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def fake_vector(text: str) -> list[float]:
+    """The 3-dimensional vector :class:`EmbeddingServer` answers for ``text``."""
+    return [float(len(text)), float(text.count("a")) + 1.0, 3.0]
+
+
+class EmbeddingServer:
+    """Speaks enough of ``POST /v1/embeddings``; answers with the scripted statuses first."""
+
+    def __init__(self, statuses: list[int] | None = None) -> None:
+        self.statuses = list(statuses or [])
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                status = outer.statuses.pop(0) if outer.statuses else 200
+                if status != 200:
+                    payload = {"error": {"message": f"scripted {status}", "type": "test"}}
+                else:
+                    data = [{"object": "embedding", "index": i, "embedding": fake_vector(t)}
+                            for i, t in enumerate(body["input"])]
+                    payload = {"object": "list", "data": data[::-1], "model": body["model"],
+                               "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+                raw = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -19,7 +19,7 @@ def test_defaults_validate_and_round_trip():
         (BuildConfig(chunking=ChunkingConfig(mode="sentences")), r"chunking\.mode must be one of 'tokens', 'passage', got 'sentences'"),
         (BuildConfig(clustering=ClusteringConfig(threshold=1.5)), r"clustering\.threshold must be a probability in \(0, 1\), got 1\.5"),
         (BuildConfig(trees=("similarity", "graph")), r"trees must be a tuple of distinct values"),
-        (BuildConfig(seed=-1), r"seed must be a non-negative integer, got -1"),
+        (BuildConfig(seed=-1), r"seed must be an integer from 0 to 2\*\*32 - 1, got -1"),
     ],
 )
 def test_invalid_values_name_parameter_value_and_allowed(config, message):

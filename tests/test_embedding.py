@@ -1,17 +1,15 @@
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
 import sqlite3
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from _llm_server import EmbeddingServer, fake_vector
 
 from sirerag.embedding import CachedEmbedder, EmbeddingCache, load_embedder
 from sirerag.errors import ConfigError, MissingExtraError, SireragError
@@ -196,58 +194,15 @@ def test_cache_is_safe_across_threads(minilm, tmp_path):
 
 # --- OpenAI-compatible API ---------------------------------------------------------------
 
-def _fake_vector(text: str) -> list[float]:
-    return [float(len(text)), float(text.count("a")) + 1.0, 3.0]
-
-
-class _EmbeddingServer:
-    """Speaks enough of ``POST /v1/embeddings``; answers with the scripted statuses first."""
-
-    def __init__(self, statuses: list[int] | None = None) -> None:
-        self.statuses = list(statuses or [])
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output clean
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                status = outer.statuses.pop(0) if outer.statuses else 200
-                if status != 200:
-                    payload = {"error": {"message": f"scripted {status}", "type": "test"}}
-                else:
-                    data = [{"object": "embedding", "index": i, "embedding": _fake_vector(t)}
-                            for i, t in enumerate(body["input"])]
-                    payload = {"object": "list", "data": data[::-1], "model": body["model"],
-                               "usage": {"prompt_tokens": 1, "total_tokens": 1}}
-                raw = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def api(monkeypatch):
     pytest.importorskip("openai")
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    servers: list[_EmbeddingServer] = []
+    servers: list[EmbeddingServer] = []
 
-    def start(statuses=None) -> _EmbeddingServer:
-        servers.append(_EmbeddingServer(statuses))
+    def start(statuses=None) -> EmbeddingServer:
+        servers.append(EmbeddingServer(statuses))
         return servers[-1]
 
     yield start
@@ -256,7 +211,7 @@ def api(monkeypatch):
 
 
 def _expected(texts: list[str]) -> np.ndarray:
-    m = np.asarray([_fake_vector(t) for t in texts], dtype=np.float32)
+    m = np.asarray([fake_vector(t) for t in texts], dtype=np.float32)
     return m / np.linalg.norm(m, axis=1, keepdims=True)
 
 

@@ -7,6 +7,7 @@ import argparse
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Options every subcommand accepts after its name."""
     parser.add_argument("--quiet", dest="sub_quiet", action="store_true", help="only warnings and errors")
+    parser.add_argument("--debug", dest="sub_debug", action="store_true", help="show the traceback of an error")
 
 
 def progress_enabled(args: argparse.Namespace) -> bool:

@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
 
+    check_numbers(args)
     index = load_index(args.index)
     questions = load_questions(args.questions, split=args.split, limit=args.limit)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
@@ -49,6 +50,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json_out:
         write_json(args.json_out, result)
     return 0
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """The numeric options are positive integers (before any index or model is loaded)."""
+    from sirerag.errors import check
+
+    for option in ("limit", "depth", "top_k", "token_budget"):
+        value = getattr(args, option)
+        check(value is None or value >= 1, f"--{option.replace('_', '-')}", value, "a positive integer")
 
 
 def print_table(result: dict[str, Any]) -> None:

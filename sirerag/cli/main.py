@@ -3,6 +3,10 @@
 Subcommands are the modules of this package that define ``register(subparsers)``;
 each registers its parser and sets ``func(args) -> int``. Heavy modules are
 imported inside ``func`` so ``sirerag --help`` stays fast.
+
+An error a user can cause (a :class:`~sirerag.errors.SireragError`, or an
+``OSError`` on a path they gave) ends the command with one line on stderr and exit
+code 1; ``--debug`` shows the traceback instead.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import sirerag.cli
 from sirerag.cli.jit import configure_numba_cache
 from sirerag.errors import SireragError
 
-ORDER = ["build", "search", "eval", "stats", "export", "cache", "finetune"]
+ORDER = ["build", "search", "eval", "stats", "verify", "export", "cache", "finetune"]
 
 
 def _subcommand_modules() -> list[str]:
@@ -31,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sirerag {sirerag.__version__}")
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors; no progress bars")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _subcommand_modules():
         module = importlib.import_module(f"sirerag.cli.{name}")
@@ -39,11 +44,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: libraries whose log lines below WARNING are not shown
+NOISY = ("httpx", "httpx2", "httpcore", "urllib3", "filelock", "numba", "sentence_transformers", "openai", "bm25s",
+         "huggingface_hub", "transformers")
+
+
+class _LibraryFloor(logging.Filter):
+    """Drops records of :data:`NOISY` libraries below ``floor``, whatever level a library sets
+    on its own logger (bm25s sets DEBUG when it is imported, after the CLI set up logging)."""
+
+    def __init__(self, floor: int) -> None:
+        super().__init__()
+        self.floor = floor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.floor or record.name.partition(".")[0] not in NOISY
+
+
 def _configure_logging(quiet: bool, verbose: bool) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "numba", "sentence_transformers", "openai", "bm25s",
-                  "huggingface_hub", "transformers"):
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"))
+    handler.addFilter(_LibraryFloor(max(level, logging.WARNING)))
+    logging.basicConfig(level=level, handlers=[handler])
+    for noisy in NOISY:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
@@ -54,18 +78,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet = bool(getattr(args, "quiet", False) or getattr(args, "sub_quiet", False))
     _configure_logging(quiet, bool(getattr(args, "verbose", False)))
     args.quiet = quiet
+    args.debug = bool(getattr(args, "debug", False) or getattr(args, "sub_debug", False))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     configure_numba_cache()  # before anything imports numba: UMAP's compiled code is reused across runs
     try:
         return int(args.func(args) or 0)
-    except SireragError as exc:
-        print(f"sirerag {args.command}: error: {exc}", file=sys.stderr)
+    except (SireragError, OSError) as exc:
+        if args.debug:
+            raise
+        print(f"sirerag {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"sirerag {args.command}: interrupted; cached model calls are kept for the next run", file=sys.stderr)
         return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (an ``OSError`` as ``strerror: filename``)."""
+    if isinstance(exc, OSError) and not isinstance(exc, SireragError) and exc.strerror:
+        names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
+        text = f"{exc.strerror}: {names}" if names else exc.strerror
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,10 +50,13 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.errors import ConfigError, check
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
+    from sirerag.retrievers.base import check_query
 
     check(args.k >= 1, "-k", args.k, "a positive integer")
     if (args.query is None) == (args.queries is None):
         raise ConfigError("give either a QUERY or --queries FILE (one query per line, '-' for stdin), not both")
+    if args.queries is None:
+        check_query(args.query)
     queries = [(0, args.query)] if args.queries is None else read_queries(args.queries)
     index = load_index(args.index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))

@@ -18,6 +18,7 @@ from sirerag.config.sections import (
     RelatednessConfig,
     TreeConfig,
 )
+from sirerag.config.typecheck import SEED_LIMIT, check_types
 from sirerag.errors import ConfigError, check
 
 if sys.version_info >= (3, 11):
@@ -42,11 +43,11 @@ class BuildConfig:
     graph: GraphConfig = field(default_factory=GraphConfig)
 
     def validate(self) -> "BuildConfig":
-        """Check every section; returns ``self`` so calls can be chained."""
-        check(isinstance(self.trees, tuple) and all(t in TREE_CHOICES for t in self.trees)
-              and len(set(self.trees)) == len(self.trees), "trees", self.trees,
-              f"a tuple of distinct values from {TREE_CHOICES} (empty for leaves only)")
-        check(isinstance(self.seed, int) and self.seed >= 0, "seed", self.seed, "a non-negative integer")
+        """Check the type of every field, then every range; returns ``self`` so calls can be chained."""
+        check_types(self)
+        check(all(t in TREE_CHOICES for t in self.trees) and len(set(self.trees)) == len(self.trees), "trees",
+              self.trees, f"a tuple of distinct values from {TREE_CHOICES} (empty for leaves only)")
+        check(0 <= self.seed < SEED_LIMIT, "seed", self.seed, "an integer from 0 to 2**32 - 1")
         for name in _SECTIONS:
             getattr(self, name).validate()
         return self
@@ -74,7 +75,9 @@ class BuildConfig:
         for name, section_cls in _SECTIONS.items():
             if name in data:
                 kwargs[name] = section_from_mapping(section_cls, data[name], f"{source}: [{name}]")
-        return cls(**kwargs)
+        config = cls(**kwargs)
+        check_types(config, f"{source}: ")
+        return config
 
     def with_overrides(self, **sections: Mapping[str, Any]) -> "BuildConfig":
         """Return a copy with fields of named sections replaced (``trees``/``seed`` as plain values)."""
@@ -92,7 +95,8 @@ class BuildConfig:
 
 
 def section_from_mapping(section_cls: type, values: Any, where: str, *, lists_as_tuples: bool = False) -> Any:
-    """Build a config section from a TOML table; unknown settings are errors naming ``where``."""
+    """Build a config section from a TOML table; unknown settings and values of the wrong type
+    are errors naming ``where`` (ranges are checked by the section's ``validate``)."""
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where} must be a table of settings, got {values!r}")
     names = {f.name for f in fields(section_cls)}
@@ -100,8 +104,10 @@ def section_from_mapping(section_cls: type, values: Any, where: str, *, lists_as
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s) {unknown}; allowed: {sorted(names)}")
     if lists_as_tuples:
-        return section_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
-    return section_cls(**dict(values))
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    section = section_cls(**dict(values))
+    check_types(section, f"{where} ")
+    return section
 
 
 def load_config(path: str | Path) -> BuildConfig:

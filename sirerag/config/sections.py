@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sirerag.config.typecheck import check_types
 from sirerag.errors import check
 
 TREE_CHOICES = ("similarity", "relatedness")
@@ -11,16 +12,21 @@ TREE_CHOICES = ("similarity", "relatedness")
 @dataclass(frozen=True)
 class ChunkingConfig:
     """``tokens``: RAPTOR-style chunks of at most ``max_tokens`` tokens on sentence
-    boundaries; ``passage``: one chunk per input document (SiReRAG on the benchmarks)."""
+    boundaries; ``passage``: one chunk per input document (SiReRAG on the benchmarks).
+    A document whose text is longer than ``warn_passage_bytes`` (UTF-8) gets a warning
+    naming its file and line when the corpus is read."""
 
     mode: str = "tokens"
     max_tokens: int = 100
     encoding: str = "cl100k_base"
+    warn_passage_bytes: int = 1_000_000
 
     def validate(self) -> None:
+        check_types(self, "chunking")
         check(self.mode in ("tokens", "passage"), "chunking.mode", self.mode, "one of 'tokens', 'passage'")
-        check(isinstance(self.max_tokens, int) and self.max_tokens >= 8, "chunking.max_tokens",
-              self.max_tokens, "an integer >= 8")
+        check(self.max_tokens >= 8, "chunking.max_tokens", self.max_tokens, "an integer >= 8")
+        check(self.warn_passage_bytes >= 1, "chunking.warn_passage_bytes", self.warn_passage_bytes,
+              "a positive number of bytes")
 
 
 @dataclass(frozen=True)
@@ -31,9 +37,9 @@ class EmbedderConfig:
     batch_size: int = 64
 
     def validate(self) -> None:
+        check_types(self, "embedder")
         check(bool(self.spec), "embedder.spec", self.spec, "a non-empty embedder spec")
-        check(isinstance(self.batch_size, int) and self.batch_size > 0, "embedder.batch_size",
-              self.batch_size, "a positive integer")
+        check(self.batch_size > 0, "embedder.batch_size", self.batch_size, "a positive integer")
 
 
 @dataclass(frozen=True)
@@ -50,12 +56,11 @@ class ClusteringConfig:
     bic_search: str = "fast"
 
     def validate(self) -> None:
-        check(isinstance(self.reduction_dim, int) and self.reduction_dim >= 2, "clustering.reduction_dim",
-              self.reduction_dim, "an integer >= 2")
-        check(0.0 < float(self.threshold) < 1.0, "clustering.threshold", self.threshold, "a probability in (0, 1)")
-        check(isinstance(self.max_clusters, int) and self.max_clusters >= 1, "clustering.max_clusters",
-              self.max_clusters, "an integer >= 1")
-        check(isinstance(self.max_cluster_tokens, int) and self.max_cluster_tokens >= 64,
+        check_types(self, "clustering")
+        check(self.reduction_dim >= 2, "clustering.reduction_dim", self.reduction_dim, "an integer >= 2")
+        check(0.0 < self.threshold < 1.0, "clustering.threshold", self.threshold, "a probability in (0, 1)")
+        check(self.max_clusters >= 1, "clustering.max_clusters", self.max_clusters, "an integer >= 1")
+        check(self.max_cluster_tokens >= 64,
               "clustering.max_cluster_tokens", self.max_cluster_tokens, "an integer >= 64")
         check(self.bic_search in ("fast", "exhaustive"), "clustering.bic_search", self.bic_search,
               "one of 'fast', 'exhaustive'")
@@ -69,10 +74,9 @@ class TreeConfig:
     summary_max_tokens: int = 100
 
     def validate(self) -> None:
-        check(isinstance(self.levels, int) and 1 <= self.levels <= 10, "tree.levels", self.levels,
-              "an integer from 1 to 10")
-        check(isinstance(self.summary_max_tokens, int) and self.summary_max_tokens >= 16,
-              "tree.summary_max_tokens", self.summary_max_tokens, "an integer >= 16")
+        check_types(self, "tree")
+        check(1 <= self.levels <= 10, "tree.levels", self.levels, "an integer from 1 to 10")
+        check(self.summary_max_tokens >= 16, "tree.summary_max_tokens", self.summary_max_tokens, "an integer >= 16")
 
 
 @dataclass(frozen=True)
@@ -98,18 +102,16 @@ class LLMConfig:
     device: str = "auto"
 
     def validate(self) -> None:
-        check(isinstance(self.max_concurrency, int) and self.max_concurrency >= 1, "llm.max_concurrency",
-              self.max_concurrency, "an integer >= 1")
-        check(isinstance(self.max_retries, int) and self.max_retries >= 0, "llm.max_retries",
-              self.max_retries, "an integer >= 0")
-        check(float(self.timeout) > 0, "llm.timeout", self.timeout, "a positive number of seconds")
-        check(0.0 <= float(self.temperature) <= 2.0, "llm.temperature", self.temperature, "a number in [0, 2]")
-        check(float(self.retry_base_delay) >= 0, "llm.retry_base_delay", self.retry_base_delay,
+        check_types(self, "llm")
+        check(self.max_concurrency >= 1, "llm.max_concurrency", self.max_concurrency, "an integer >= 1")
+        check(self.max_retries >= 0, "llm.max_retries", self.max_retries, "an integer >= 0")
+        check(self.timeout > 0, "llm.timeout", self.timeout, "a positive number of seconds")
+        check(0.0 <= self.temperature <= 2.0, "llm.temperature", self.temperature, "a number in [0, 2]")
+        check(self.retry_base_delay >= 0, "llm.retry_base_delay", self.retry_base_delay,
               "a non-negative number of seconds")
-        check(float(self.retry_max_delay) >= float(self.retry_base_delay), "llm.retry_max_delay",
+        check(self.retry_max_delay >= self.retry_base_delay, "llm.retry_max_delay",
               self.retry_max_delay, f"a number of seconds >= llm.retry_base_delay ({self.retry_base_delay})")
-        check(isinstance(self.batch_size, int) and self.batch_size >= 1, "llm.batch_size", self.batch_size,
-              "an integer >= 1")
+        check(self.batch_size >= 1, "llm.batch_size", self.batch_size, "an integer >= 1")
         check(bool(self.device), "llm.device", self.device, "'auto', 'cpu', 'cuda' or another torch device")
 
 
@@ -143,18 +145,18 @@ class ExtractionConfig:
     ground_entities: bool = True
 
     def validate(self) -> None:
+        check_types(self, "extraction")
         check(self.extractor in ("offline", "llm"), "extraction.extractor", self.extractor,
               "one of 'offline', 'llm'")
         check(self.ner == "rules" or (self.ner.startswith("spacy:") and len(self.ner) > 6), "extraction.ner",
               self.ner, "'rules' or 'spacy:MODEL'")
-        check(isinstance(self.max_attempts, int) and self.max_attempts >= 1, "extraction.max_attempts",
-              self.max_attempts, "an integer >= 1")
+        check(self.max_attempts >= 1, "extraction.max_attempts", self.max_attempts, "an integer >= 1")
         for name in ("rewrite_max_tokens", "extract_max_tokens"):
             value = getattr(self, name)
-            check(isinstance(value, int) and value >= 16, f"extraction.{name}", value, "an integer >= 16")
-        check(0.0 < float(self.rewrite_min_overlap) <= 1.0, "extraction.rewrite_min_overlap",
+            check(value >= 16, f"extraction.{name}", value, "an integer >= 16")
+        check(0.0 < self.rewrite_min_overlap <= 1.0, "extraction.rewrite_min_overlap",
               self.rewrite_min_overlap, "a fraction in (0, 1]")
-        check(float(self.rewrite_max_growth) >= 1.0, "extraction.rewrite_max_growth", self.rewrite_max_growth,
+        check(self.rewrite_max_growth >= 1.0, "extraction.rewrite_max_growth", self.rewrite_max_growth,
               "a number >= 1")
 
 
@@ -171,7 +173,8 @@ class RelatednessConfig:
     include_propositions: bool = False
 
     def validate(self) -> None:
-        check(isinstance(self.aggregate_max_tokens, int) and self.aggregate_max_tokens >= 16,
+        check_types(self, "relatedness")
+        check(self.aggregate_max_tokens >= 16,
               "relatedness.aggregate_max_tokens", self.aggregate_max_tokens, "an integer >= 16")
         check(self.aggregates or self.include_propositions, "relatedness.aggregates", self.aggregates,
               "True unless relatedness.include_propositions is True (ablation C)")
@@ -193,14 +196,14 @@ class GraphConfig:
     max_iter: int = 100
 
     def validate(self) -> None:
-        check(0.0 < float(self.synonym_threshold) <= 1.0, "graph.synonym_threshold", self.synonym_threshold,
+        check_types(self, "graph")
+        check(0.0 < self.synonym_threshold <= 1.0, "graph.synonym_threshold", self.synonym_threshold,
               "a cosine similarity in (0, 1]")
-        check(isinstance(self.synonym_max_neighbors, int) and self.synonym_max_neighbors >= 0,
+        check(self.synonym_max_neighbors >= 0,
               "graph.synonym_max_neighbors", self.synonym_max_neighbors, "an integer >= 0")
-        check(0.0 <= float(self.damping) < 1.0, "graph.damping", self.damping, "a number in [0, 1)")
-        check(0.0 < float(self.tol) < 1.0, "graph.tol", self.tol, "a positive number below 1")
-        check(isinstance(self.max_iter, int) and self.max_iter >= 1, "graph.max_iter", self.max_iter,
-              "an integer >= 1")
+        check(0.0 <= self.damping < 1.0, "graph.damping", self.damping, "a number in [0, 1)")
+        check(0.0 < self.tol < 1.0, "graph.tol", self.tol, "a positive number below 1")
+        check(self.max_iter >= 1, "graph.max_iter", self.max_iter, "an integer >= 1")
 
 
 _SECTIONS: dict[str, type] = {

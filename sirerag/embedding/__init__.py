@@ -13,9 +13,25 @@ from sirerag.embedding.base import Embedder, l2_normalize
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
 from sirerag.errors import check
 
-__all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder"]
+__all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder",
+           "parse_embedder_spec"]
 
 SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
+
+
+def parse_embedder_spec(spec: str) -> tuple[str, str]:
+    """``(backend, rest)`` of an embedder spec (``minilm``, ``st``, ``openai``), loading nothing.
+
+    Raises:
+        ConfigError: the spec has none of the forms :func:`load_embedder` takes.
+    """
+    check(isinstance(spec, str) and bool(spec.strip()), "embedder spec", spec, SPEC_FORMS)
+    backend, sep, rest = spec.strip().partition(":")
+    if spec.strip() in ("minilm", "minilm-onnx"):
+        return spec.strip(), ""
+    check(backend == "openai" or (backend == "st" and bool(sep) and bool(rest.strip())), "embedder spec", spec,
+          SPEC_FORMS)
+    return backend, rest.strip() if backend == "st" else rest
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -42,29 +58,26 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         SireragError: the MiniLM weights fail their sha256 check.
     """
     check(isinstance(batch_size, int) and batch_size > 0, "batch_size", batch_size, "a positive integer")
-    check(isinstance(spec, str) and bool(spec.strip()), "embedder spec", spec, SPEC_FORMS)
-    backend, sep, rest = spec.strip().partition(":")
+    backend, rest = parse_embedder_spec(spec)
     inner_progress = show_progress and cache_dir is None  # the cache shows its own bar
     embedder: Embedder
-    if spec.strip() == "minilm":
+    if backend == "minilm":
         from sirerag.embedding.sentence_transformers import load_minilm
 
         embedder = load_minilm(batch_size=batch_size, show_progress=inner_progress)
-    elif spec.strip() == "minilm-onnx":
+    elif backend == "minilm-onnx":
         from sirerag.embedding.onnx import load_minilm_onnx
 
-        embedder = load_minilm_onnx(spec.strip(), batch_size=batch_size, show_progress=inner_progress)
-    elif backend == "st" and sep and rest.strip():
+        embedder = load_minilm_onnx("minilm-onnx", batch_size=batch_size, show_progress=inner_progress)
+    elif backend == "st":
         from sirerag.embedding.sentence_transformers import load_sentence_transformer
 
-        embedder = load_sentence_transformer(rest.strip(), batch_size=batch_size, show_progress=inner_progress)
-    elif backend == "openai":
+        embedder = load_sentence_transformer(rest, batch_size=batch_size, show_progress=inner_progress)
+    else:
         from sirerag.embedding.openai import OpenAIEmbedder, parse_openai_spec
 
         model, url = parse_openai_spec(rest)
         embedder = OpenAIEmbedder(model, base_url=url, batch_size=batch_size, show_progress=inner_progress)
-    else:
-        check(False, "embedder spec", spec, SPEC_FORMS)
     if cache_dir is None:
         return embedder
     return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),

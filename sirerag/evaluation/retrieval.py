@@ -56,6 +56,8 @@ def load_questions(path: str | Path, *, split: str | None = None, limit: int | N
         for name, kind in (("question", str), ("answers", list), ("gold_passage_ids", list)):
             if not isinstance(row.get(name), kind):
                 raise InputError(f"{path}: question row {lineno}: field '{name}' must be a {kind.__name__}")
+        if not row["question"].strip():
+            raise InputError(f"{path}: question row {lineno}: 'question' is empty")
         if split is not None and row.get("split") != split:
             continue
         out.append(Question(id=str(row.get("id", lineno)), question=row["question"],

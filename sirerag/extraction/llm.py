@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from sirerag.extraction.parse import Fact, ParseError, parse_facts
+from sirerag.extraction.parse import Fact, ParsedFacts, ParseError, parse_facts
 from sirerag.llm.progress import run_requests
 from sirerag.llm.base import LLM, LLMCallError, LLMRequest
 from sirerag.llm.prompts import EXTRACT_PROPOSITIONS
@@ -121,9 +121,28 @@ def clean_facts(facts: Sequence[Fact], source: str, *, ground_entities: bool = T
 
 
 def _grounded(text: str, vocabulary: set[str]) -> bool:
-    """At least 30% of a fact's longer words (4+ characters) occur in the source."""
-    words = [w.casefold() for w in _WORD.findall(text) if len(w) >= 4]
-    return not words or sum(w in vocabulary for w in words) >= 0.3 * len(words)
+    """At least 30% of a fact's longer words (4+ characters; all its words if it has none
+    that long) occur in the source."""
+    words = [w.casefold() for w in _WORD.findall(text)]
+    words = [w for w in words if len(w) >= 4] or words
+    return bool(words) and sum(w in vocabulary for w in words) >= 0.3 * len(words)
+
+
+def read_facts(output: str, source: str, *, ground_entities: bool = True) -> tuple[ParsedFacts, list[Fact], int, int]:
+    """Parse one model answer and keep the facts grounded in ``source`` (:func:`clean_facts`).
+
+    Returns:
+        ``(parsed, facts, n_dropped_facts, n_ungrounded_entities)``.
+
+    Raises:
+        ParseError: the answer holds no facts, or only facts that were dropped. Nothing
+            else is raised on any input string.
+    """
+    parsed = parse_facts(output)
+    facts, echoed, ungrounded = clean_facts(parsed.facts, source, ground_entities=ground_entities)
+    if parsed.facts and not facts:
+        raise ParseError("the answer repeats the prompt's example or facts not in the paragraph")
+    return parsed, facts, echoed, ungrounded
 
 
 def extract_facts(paragraphs: Sequence[str], llm: LLM, *, sources: Sequence[str] | None = None,
@@ -166,10 +185,7 @@ def extract_facts(paragraphs: Sequence[str], llm: LLM, *, sources: Sequence[str]
                 continue  # a failed call is not a parse problem: asking differently will not help
             raws[i].append(result.text)
             try:
-                parsed = parse_facts(result.text)
-                facts, echoed, ungrounded = clean_facts(parsed.facts, sources[i], ground_entities=ground_entities)
-                if parsed.facts and not facts:
-                    raise ParseError("the answer repeats the prompt's example or facts not in the paragraph")
+                parsed, facts, echoed, ungrounded = read_facts(result.text, sources[i], ground_entities=ground_entities)
             except ParseError as exc:
                 errors[i] = exc.reason
                 still.append(i)

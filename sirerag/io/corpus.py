@@ -10,12 +10,18 @@ Three formats are accepted:
 
 Ids are kept when given, otherwise derived with :func:`sirerag.types.document_id`
 (the bench id scheme). Order is kept. Other fields are ignored (listed once in
-the log). Every problem raises :class:`~sirerag.errors.InputError` naming the file
-and the line (``.jsonl``), the row index (``.json``) or the file path (folders).
+the log). Control characters other than tab, newline and carriage return (NUL
+included) and lone UTF-16 surrogates are removed from texts and titles (white-space
+controls such as form feed become a space), with a count in the log; a text longer
+than ``warn_passage_bytes`` gets a warning naming its file and line. Every problem
+raises :class:`~sirerag.errors.InputError` naming the file and the line (``.jsonl``),
+the row index (``.json``) or the file path (folders).
 """
 from __future__ import annotations
 
 import logging
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -27,17 +33,48 @@ logger = logging.getLogger(__name__)
 
 FIELDS = ("id", "title", "text")
 TEXT_SUFFIXES = (".txt", ".md")
+#: control characters that separate words: replaced by a space
+_CONTROL_SPACE = re.compile(r"[\x0b\x0c\x1c-\x1f\x85]")
+#: other control characters (NUL, escape, DEL, C1...) and lone surrogates: removed
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\ud800-\udfff]")
+#: at most this many large passages are named one by one in the log
+_NAMED_LARGE = 5
 
 
-def load_corpus(path: str | Path) -> list[Document]:
+@dataclass
+class _Notes:
+    """What the loader tells the log once, after reading every row."""
+
+    ignored: set[str] = field(default_factory=set)
+    controls: int = 0
+    control_rows: int = 0
+    control_first: str = ""
+    control_last: str = ""
+    large: int = 0
+
+
+def strip_controls(text: str) -> tuple[str, int]:
+    """``text`` without control characters other than tab, newline and carriage return,
+    and without lone surrogates; white-space controls become a space. Returns the text
+    and how many characters were changed."""
+    text, spaced = _CONTROL_SPACE.subn(" ", text)
+    text, removed = _CONTROL.subn("", text)
+    return text, spaced + removed
+
+
+def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> list[Document]:
     """Read a corpus file or folder into documents, in corpus order.
 
     Args:
         path: a ``.jsonl`` file, a ``.json`` file (a list of objects) or a folder of
             ``.txt``/``.md`` files.
+        warn_passage_bytes: log a warning naming the file and line of every text
+            longer than this many UTF-8 bytes.
 
     Returns:
         The documents; exact duplicates (same id, title and text) are kept once.
+        Every text is a non-empty string without control characters other than tab,
+        newline and carriage return; ids are unique non-empty strings.
 
     Raises:
         InputError: missing path, unsupported extension, non-UTF-8 bytes, invalid
@@ -59,7 +96,7 @@ def load_corpus(path: str | Path) -> list[Document]:
             f"{path}: unsupported corpus format {path.suffix or '(no extension)'!r}; expected a .jsonl "
             f"file, a .json file (a list of objects) or a folder of .txt/.md files"
         )
-    documents = _collect(rows, path)
+    documents = _collect(rows, path, warn_passage_bytes)
     if not documents:
         raise InputError(f"{path}: empty corpus (no documents)")
     return documents
@@ -91,13 +128,14 @@ def _folder_rows(folder: Path) -> Iterator[tuple[str, Any]]:
         yield str(file), {"title": file.stem, "text": text.strip()}
 
 
-def _collect(rows: Iterable[tuple[str, Any]], path: Path) -> list[Document]:
+def _collect(rows: Iterable[tuple[str, Any]], path: Path, warn_passage_bytes: int) -> list[Document]:
     documents: list[Document] = []
     first_seen: dict[str, tuple[str, Document]] = {}
-    ignored: set[str] = set()
+    notes = _Notes()
     duplicates: list[tuple[str, str]] = []
     for where, obj in rows:
-        doc = _document(where, obj, ignored)
+        doc = _document(where, obj, notes)
+        _check_size(where, doc.text, warn_passage_bytes, notes)
         if doc.id in first_seen:
             where_first, first = first_seen[doc.id]
             if collapse_ws(first.text) != collapse_ws(doc.text) or collapse_ws(first.title) != collapse_ws(doc.title):
@@ -111,12 +149,37 @@ def _collect(rows: Iterable[tuple[str, Any]], path: Path) -> list[Document]:
         where, where_first = duplicates[0]
         logger.warning("%s: dropped %d exact duplicate document(s), e.g. %s repeats %s",
                        path, len(duplicates), where, where_first)
-    if ignored:
-        logger.info("%s: ignored field(s) %s (only %s are read)", path, sorted(ignored), list(FIELDS))
+    if notes.ignored:
+        logger.info("%s: ignored field(s) %s (only %s are read)", path, sorted(notes.ignored), list(FIELDS))
+    if notes.controls:
+        logger.warning("%s: removed %d control character(s) from %d document(s), e.g. %s", path,
+                       notes.controls, notes.control_rows, notes.control_first)
+    if notes.large > _NAMED_LARGE:
+        logger.warning("%s: %d passage(s) over %d bytes in all", path, notes.large, warn_passage_bytes)
     return documents
 
 
-def _document(where: str, obj: Any, ignored: set[str]) -> Document:
+def _check_size(where: str, text: str, limit: int, notes: _Notes) -> None:
+    if len(text) <= limit // 4 or len(text.encode("utf-8")) <= limit:  # a character is at most 4 bytes
+        return
+    notes.large += 1
+    if notes.large <= _NAMED_LARGE:
+        logger.warning("%s: passage of %d bytes is over %d (chunking.warn_passage_bytes); is this one "
+                       "document?", where, len(text.encode("utf-8")), limit)
+
+
+def _clean(where: str, text: str, notes: _Notes) -> str:
+    cleaned, n = strip_controls(text)
+    if n:
+        notes.controls += n
+        if notes.control_last != where:  # title and text of one row count once
+            notes.control_rows += 1
+            notes.control_first = notes.control_first or where
+            notes.control_last = where
+    return cleaned
+
+
+def _document(where: str, obj: Any, notes: _Notes) -> Document:
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object with a 'text' field, got a JSON {_json_type(obj)}")
     if "text" not in obj:
@@ -124,6 +187,7 @@ def _document(where: str, obj: Any, ignored: set[str]) -> Document:
     text = obj["text"]
     if not isinstance(text, str):
         raise InputError(f"{where}: 'text' must be a string, got a JSON {_json_type(text)}")
+    text = _clean(where, text, notes)
     if not text.strip():
         raise InputError(f"{where}: 'text' is empty")
     title = obj.get("title")
@@ -131,15 +195,18 @@ def _document(where: str, obj: Any, ignored: set[str]) -> Document:
         title = ""
     elif not isinstance(title, str):
         raise InputError(f"{where}: 'title' must be a string, got a JSON {_json_type(title)}")
+    title = _clean(where, title, notes)
     key = "id" if "id" in obj else "_id" if "_id" in obj else None
     if key is None or obj[key] is None:
         doc_id = document_id(title, text)
     else:
         raw = obj[key]
-        if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw).strip():
-            raise InputError(f"{where}: '{key}' must be a non-empty string or an integer, got {raw!r}")
+        if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw).strip() \
+                or (isinstance(raw, str) and strip_controls(raw)[1]):
+            raise InputError(f"{where}: '{key}' must be a non-empty string or an integer (without control "
+                             f"characters), got {raw!r}")
         doc_id = str(raw)
-    ignored.update(k for k in obj if k not in FIELDS and k != key)
+    notes.ignored.update(k for k in obj if k not in FIELDS and k != key)
     return Document(id=doc_id, text=text, title=title)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Literal, Protocol, Sequence, overload, runtime_checkable
 
+from sirerag.errors import SireragError
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -52,8 +54,9 @@ class Completion:
     finish_reason: str = ""
 
 
-class LLMCallError(RuntimeError):
-    """A call failed permanently (after retries, or a non-retryable error such as a 4xx)."""
+class LLMCallError(SireragError, RuntimeError):
+    """A call failed permanently (after retries, or a non-retryable error such as a 4xx); the
+    message names the model and the endpoint, never a key."""
 
 
 class TransientLLMError(LLMCallError):

@@ -65,7 +65,9 @@ class OpenAIChatLLM(StreamingLLM):
         self.model = model
         self.config = config
         self.usage = UsageLedger()
-        self._secret = key
+        self._secrets = [(secret, "***") for secret in (key, _userinfo(base_url)) if secret]
+        if base_url:
+            self._secrets.insert(0, (base_url.rstrip("/"), _redact_url(base_url).rstrip("/")))
         self._openai = openai
         self._client = openai.OpenAI(api_key=key or NO_KEY, base_url=base_url, timeout=float(config.timeout),
                                      max_retries=0)
@@ -73,8 +75,9 @@ class OpenAIChatLLM(StreamingLLM):
         self._budget_param = "max_completion_tokens" if base_url is None else "max_tokens"
         self._random = random.Random()
         self._random_lock = threading.Lock()
-        where = _redact_url(base_url) if base_url else "the OpenAI API"
-        logger.info("LLM %s via %s (%d in flight, %d retries)", self.spec, where, config.max_concurrency,
+        self.endpoint = _redact_url(base_url) if base_url else "the OpenAI API"
+        self._label = f"{self.spec} at {self.endpoint}"
+        logger.info("LLM %s via %s (%d in flight, %d retries)", self.spec, self.endpoint, config.max_concurrency,
                     config.max_retries)
 
     @property
@@ -149,7 +152,7 @@ class OpenAIChatLLM(StreamingLLM):
             text = choice.message.content or ""
             finish = choice.finish_reason or ""
         except (AttributeError, IndexError, TypeError) as exc:
-            raise LLMCallError(f"{self.spec}: malformed reply from the server ({exc})") from None
+            raise LLMCallError(f"{self._label}: malformed reply from the server ({exc})") from None
         usage = getattr(response, "usage", None)
         prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
         output = getattr(usage, "completion_tokens", None) if usage is not None else None
@@ -165,20 +168,23 @@ class OpenAIChatLLM(StreamingLLM):
         openai = self._openai
         message = self._scrub(str(exc))
         if isinstance(exc, openai.APITimeoutError):
-            return TransientLLMError(f"{self.spec}: request timed out after {self.config.timeout}s")
+            return TransientLLMError(f"{self._label}: request timed out after {self.config.timeout}s")
         if isinstance(exc, openai.APIConnectionError):
-            return TransientLLMError(f"{self.spec}: connection error: {message}")
+            return TransientLLMError(f"{self._label}: connection error: {message}")
         status = getattr(exc, "status_code", None)
         if isinstance(exc, openai.APIStatusError) and status is not None:
             if status == 429 or status >= 500:
-                err = TransientLLMError(f"{self.spec}: HTTP {status}: {message}")
+                err = TransientLLMError(f"{self._label}: HTTP {status}: {message}")
                 err.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
                 return err
-            return LLMCallError(f"{self.spec}: HTTP {status} (not retried): {message}")
-        return LLMCallError(f"{self.spec}: {type(exc).__name__}: {message}")
+            return LLMCallError(f"{self._label}: HTTP {status} (not retried): {message}")
+        return LLMCallError(f"{self._label}: {type(exc).__name__}: {message}")
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        """``text`` without the key, the URL's credentials or the raw URL (shown redacted)."""
+        for secret, shown in self._secrets:
+            text = text.replace(secret, shown)
+        return text
 
 
 def _retry_after(exc: Any) -> float | None:
@@ -189,6 +195,12 @@ def _retry_after(exc: Any) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None
+
+
+def _userinfo(url: str | None) -> str:
+    """The ``user:password`` part of a URL, if any (scrubbed from messages)."""
+    netloc = urlsplit(url).netloc if url else ""
+    return netloc.rpartition("@")[0] if "@" in netloc else ""
 
 
 def _redact_url(url: str) -> str:

@@ -113,10 +113,12 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
     """
     from sirerag.chunking import chunk_documents
     from sirerag.io.corpus import load_corpus
+    from sirerag.pipeline.build import check_specs
     from sirerag.trees.similarity import build_similarity_tree
 
-    config = (config or BuildConfig()).validate()
-    documents = list(corpus) if not isinstance(corpus, (str, Path)) else load_corpus(corpus)
+    config = check_specs((config or BuildConfig()).validate())
+    documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
+        load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
     chunks = chunk_documents(documents, config.chunking)
     report = DryRunReport(llm=config.llm.spec, corpus={"documents": len(documents), "chunks": len(chunks),
                                                        "chunk_tokens": sum(c.n_tokens for c in chunks)})

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.lexical import METHODS, LexicalIndex, build_lexical_index, load_lexical_index, tokenize
-from sirerag.retrievers.base import Hit
+from sirerag.retrievers.base import Hit, check_query
 from sirerag.retrievers.dense import top_k
 
 __all__ = ["METHODS", "BM25Retriever", "load", "tokenize"]
@@ -44,6 +44,7 @@ class BM25Retriever:
         return self.lexical.scores(query)
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
+        check_query(query)
         row = self.scores(query)
         order = top_k(row, k)
         return [Hit(self.ids[i], float(row[i])) for i in order if row[i] > 0]

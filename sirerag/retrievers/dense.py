@@ -6,7 +6,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.retrievers.base import Hit
+from sirerag.errors import ConfigError, IndexFormatError
+from sirerag.retrievers.base import Hit, check_query
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +34,10 @@ class DenseRetriever:
     name = "dense"
 
     def __init__(self, embedder: Any, ids: Sequence[str], embeddings: np.ndarray) -> None:
-        if embeddings.shape[0] != len(ids):
-            raise ValueError(f"embeddings has {embeddings.shape[0]} rows for {len(ids)} ids")
+        if embeddings.ndim != 2 or embeddings.shape[0] != len(ids):
+            raise IndexFormatError(f"embeddings of shape {embeddings.shape} for {len(ids)} entries")
         if embedder.dim != embeddings.shape[1]:
-            raise ValueError(
+            raise ConfigError(
                 f"the query embedder {embedder.spec} has dim {embedder.dim} but the pool embeddings have "
                 f"dim {embeddings.shape[1]}: search with the embedder the index was built with"
             )
@@ -52,6 +53,7 @@ class DenseRetriever:
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        check_query(queries)
         results: list[list[Hit]] = []
         if not len(queries):
             return results
@@ -71,8 +73,6 @@ def index_embedder(index: Any, embedder: Any | None = None) -> Any:
     info = index.manifest.get("embedder", {})
     spec = info.get("load_spec") or info.get("spec")
     if not spec:
-        from sirerag.errors import IndexFormatError
-
         raise IndexFormatError(f"{index.path}: manifest names no embedder; pass one explicitly")
     return load_embedder(spec, show_progress=False)
 

@@ -22,7 +22,7 @@ from sirerag.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.linking import Seeds, fact_seeds, ner_seeds, reset_vector, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
-from sirerag.retrievers.base import Hit
+from sirerag.retrievers.base import Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.types import Pool
 
@@ -153,6 +153,7 @@ class PPRRetriever:
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        check_query(queries)
         if not len(queries):
             return []
         mass, seeds, dense = self.node_scores(queries)
