@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="timed runs; the best is reported")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    parser.add_argument("--parity-with", metavar="SPEC",
+                        help="also embed the texts with SPEC and report the cosine of each pair of rows")
+    parser.add_argument("--query-runs", type=int, default=30, help="one-query encodings timed for the latency")
     args = parser.parse_args(argv)
 
     documents = load_corpus(args.corpus)
@@ -58,6 +61,19 @@ def main(argv: list[str] | None = None) -> int:
         if time.perf_counter() - start < best:
             best, cpu = time.perf_counter() - start, time.process_time() - cpu_start
 
+    query = "Who is the father of the director of film Polish-Russian War?"
+    embedder.encode_queries([query])
+    q_start, q_cpu = time.perf_counter(), time.process_time()
+    for _ in range(args.query_runs):
+        embedder.encode_queries([query])
+    query_ms = (time.perf_counter() - q_start) / max(1, args.query_runs) * 1000
+    query_cpu_ms = (time.process_time() - q_cpu) / max(1, args.query_runs) * 1000
+    parity = None
+    if args.parity_with:
+        reference = load_embedder(args.parity_with, batch_size=args.batch_size, show_progress=False)
+        cosines = (reference.encode_documents(texts) * vectors).sum(axis=1)
+        parity = {"spec": reference.spec, "min_cosine": round(float(cosines.min()), 5),
+                  "mean_cosine": round(float(cosines.mean()), 5)}
     threads = None
     if "torch" in sys.modules:
         threads = sys.modules["torch"].get_num_threads()
@@ -77,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         "passages_per_cpu_second": round(len(texts) / cpu, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "shape": list(vectors.shape),
+        "one_query_ms": round(query_ms, 1),
+        "one_query_cpu_ms": round(query_cpu_ms, 1),
+        "parity": parity,
     }
     print(f"{result['passages_per_second']} passages/s ({len(texts)} texts in {result['encode_seconds']} s "
           f"wall, {result['cpu_seconds']} s CPU; batch {args.batch_size}, {threads} torch threads); "

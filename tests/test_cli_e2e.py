@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sirerag.cli.main import main
@@ -87,3 +88,23 @@ def test_bad_corpus_exits_with_a_message(tmp_path, capsys):
     assert main(["build", str(bad), "--out", str(tmp_path / "idx"), "--trees", "none", "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "bad.jsonl" in err and "2" in err
+
+
+def test_many_queries_give_the_hits_of_single_queries_dense(built, tmp_path, capsys):
+    _, tree = built
+    queries = ["Clara Peeters country of citizenship", "Who founded the Hudson's Bay Company?",
+               "population of the Netherlands"]
+    single = []
+    for query in queries:
+        assert main(["search", str(tree), query, "-k", "5", "--json"]) == 0
+        single.append([json.loads(line) for line in capsys.readouterr().out.splitlines()])
+    path = tmp_path / "queries.txt"
+    path.write_text("\n".join(queries) + "\n", encoding="utf-8")
+    assert main(["search", str(tree), "--queries", str(path), "-k", "5", "--json"]) == 0
+    many = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [m["query"] for m in many] == queries
+    for got, want in zip(many, single):  # batched query encoding: same entries, scores to float noise
+        assert [h["id"] for h in got["hits"]] == [h["id"] for h in want]
+        np.testing.assert_allclose([h["score"] for h in got["hits"]], [h["score"] for h in want], atol=1e-5)
+    assert (tree / "bm25" / "params.index.json").is_file()
+    assert json.loads((tree / "manifest.json").read_text())["components"]["bm25"]["path"] == "bm25"

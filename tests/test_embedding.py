@@ -41,17 +41,34 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
 
 # --- sentence-transformers -------------------------------------------------------------
 
-def test_minilm_loads_without_network_and_restores_environment(monkeypatch):
+def test_minilm_loads_without_network_and_leaves_environment_alone(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", _no_network)
     monkeypatch.setattr(socket, "getaddrinfo", _no_network)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "user-value")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    before = dict(os.environ)
     folder = str(st_backend.minilm_dir().resolve())
     model = st_backend._load_model.__wrapped__(folder, local_only=True)  # a fresh load, not the memo
     embedder = st_backend.SentenceTransformerEmbedder(model, "st:test", show_progress=False)
     vectors = embedder.encode_documents(PAIR)
     assert _cos(vectors[0], vectors[1]) > 0.7
-    assert os.environ["HF_HUB_OFFLINE"] == "user-value" and "TRANSFORMERS_OFFLINE" not in os.environ
+    assert dict(os.environ) == before  # local_files_only keeps the load local; no switch is flipped
+
+
+def test_few_texts_encode_on_one_thread_and_restore_the_count(minilm):
+    torch = pytest.importorskip("torch")
+    seen = []
+    model = minilm.model
+    original = model.encode_query
+    try:
+        model.encode_query = lambda *a, **k: (seen.append(torch.get_num_threads()), original(*a, **k))[1]
+        before = torch.get_num_threads()
+        minilm.encode_queries(PAIR)
+        assert seen == [1] and torch.get_num_threads() == before
+        minilm.encode_queries(PAIR * (st_backend.FEW_TEXTS // 2 + 1))
+        assert seen[-1] == before
+    finally:
+        del model.encode_query
 
 
 def test_minilm_output_contract(minilm):
@@ -103,7 +120,7 @@ def test_missing_sentence_transformers_names_the_extra(monkeypatch):
 
 def test_bad_specs():
     for spec in ("bogus", "st:", "", "sentence-transformers"):
-        with pytest.raises(ConfigError, match=r"embedder spec must be 'minilm', 'st:PATH_OR_NAME'"):
+        with pytest.raises(ConfigError, match=r"embedder spec must be 'minilm', 'minilm-onnx', 'st:PATH_OR_NAME'"):
             load_embedder(spec)
     with pytest.raises(ConfigError, match="batch_size must be a positive integer, got 0"):
         load_embedder("minilm", batch_size=0)

@@ -77,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
         return _dry_run(args, config)
     if not args.out:
         raise ConfigError("--out is required (the index directory to write), unless --dry-run is given")
+    if config.trees:  # the trees cluster with UMAP: reuse its compiled functions from earlier runs
+        from sirerag.cli.jit import cache_umap_functions
+
+        cache_umap_functions()
     report = build_index(Path(args.corpus), Path(args.out), config, cache_dir=args.cache,
                          show_progress=progress_enabled(args))
     summarizer = report.components.get("summarizer", "")

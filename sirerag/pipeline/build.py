@@ -22,6 +22,7 @@ from sirerag.config import BuildConfig
 from sirerag.errors import ConfigError
 from sirerag.io import write_manifest
 from sirerag.io.staging import staged_index
+from sirerag.lexical import save_bm25
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_pool, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.types import Document, Pool
@@ -184,6 +185,8 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     report.counts["pool"] = _pool_counts(pool)
     components: dict[str, Any] = {"pool": {"type": "pool", "entries": "entries.jsonl",
                                            "embeddings": "embeddings.npy"}}
+    with _Timer(report, "bm25"):  # the lexical index, stored so a search only loads it
+        components["bm25"] = save_bm25(out, [e.text for e in pool.entries])
     if config.graph.enabled:
         from sirerag.graph.store import build_and_save_graph
 

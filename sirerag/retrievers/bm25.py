@@ -2,36 +2,24 @@
 
 ``bm25s`` scores with sparse matrices and is about 60x faster per query than
 ``rank-bm25`` here; the tests check its scores against ``rank-bm25`` on the same
-tokenisation. The index is small to build (about a second for 10k entries), so it
-is built when the retriever is loaded rather than stored.
+tokenisation. ``sirerag build`` stores the index (:mod:`sirerag.lexical`), so a
+search loads it instead of re-tokenising the pool; an index built before that is
+indexed in memory at load time.
 """
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.errors import check
+from sirerag.lexical import METHODS, LexicalIndex, build_lexical_index, load_lexical_index, tokenize
 from sirerag.retrievers.base import Hit, check_query
 from sirerag.retrievers.dense import top_k
 
+__all__ = ["METHODS", "BM25Retriever", "load", "tokenize"]
+
 logger = logging.getLogger(__name__)
-
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
-METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-
-
-def _stopwords() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return frozenset(ENGLISH_STOP_WORDS)
-
-
-def tokenize(text: str, stopwords: frozenset[str] = frozenset()) -> list[str]:
-    """Lower-cased alphanumeric tokens, stopwords removed."""
-    return [t for t in _TOKEN.findall(text.lower()) if t not in stopwords]
 
 
 class BM25Retriever:
@@ -39,26 +27,21 @@ class BM25Retriever:
 
     name = "bm25"
 
-    def __init__(self, ids: Sequence[str], texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75,
-                 method: str = "lucene", stopwords: bool = True) -> None:
-        check(method in METHODS, "bm25 method", method, f"one of {METHODS}")
-        check(k1 >= 0, "bm25 k1", k1, "a number >= 0")
-        check(0 <= b <= 1, "bm25 b", b, "a number in [0, 1]")
-        import bm25s
-
+    def __init__(self, ids: Sequence[str], texts: Sequence[str] | None = None, *, k1: float = 1.5,
+                 b: float = 0.75, method: str = "lucene", stopwords: bool = True,
+                 lexical: LexicalIndex | None = None) -> None:
+        if lexical is None:
+            lexical = build_lexical_index(list(texts or []), k1=k1, b=b, method=method, stopwords=stopwords)
+        if lexical.n_docs != len(ids):
+            raise ValueError(f"the BM25 index has {lexical.n_docs} documents for {len(ids)} ids")
         self.ids = list(ids)
-        self.stopwords = _stopwords() if stopwords else frozenset()
-        corpus_tokens = [tokenize(t, self.stopwords) for t in texts]
-        self.engine = bm25s.BM25(k1=k1, b=b, method=method)
-        self.engine.index(corpus_tokens, show_progress=False)
-        self.vocab = self.engine.vocab_dict
+        self.lexical = lexical
+        self.stopwords = lexical.stopwords
+        self.vocab = lexical.engine.vocab_dict
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every entry for ``query`` (zeros when no query term is known)."""
-        tokens = [t for t in tokenize(query, self.stopwords) if t in self.vocab]
-        if not tokens:
-            return np.zeros(len(self.ids), dtype=np.float32)
-        return np.asarray(self.engine.get_scores(tokens), dtype=np.float32)
+        return self.lexical.scores(query)
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         check_query(query)
@@ -71,6 +54,19 @@ class BM25Retriever:
 
 
 def load(index: Any, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene", **_: Any) -> BM25Retriever:
-    """BM25 retriever over a loaded index."""
+    """BM25 retriever over a loaded index: the stored ``bm25/`` index when the build wrote one
+    with these parameters, else one indexed in memory (older indexes, other parameters)."""
     entries = index.pool.entries
-    return BM25Retriever([e.id for e in entries], [e.text for e in entries], k1=k1, b=b, method=method)
+    ids = [e.id for e in entries]
+    stored = index.component("bm25")
+    info = index.manifest.get("components", {}).get("bm25", {})
+    wanted = {"k1": float(k1), "b": float(b), "method": method, "stopwords": True}
+    if stored is not None and all(info.get(key) == value for key, value in wanted.items()):
+        return BM25Retriever(ids, lexical=load_lexical_index(stored))
+    if stored is None:
+        logger.info("%s has no stored BM25 index (built by an older sirerag); indexing %d entries in memory",
+                    index.path, len(entries))
+    else:
+        logger.info("the stored BM25 index has %s; indexing in memory with %s",
+                    {key: info.get(key) for key in wanted}, wanted)
+    return BM25Retriever(ids, [e.text for e in entries], k1=k1, b=b, method=method)
