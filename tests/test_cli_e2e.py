@@ -83,4 +83,4 @@ def test_bad_corpus_exits_with_a_message(tmp_path, capsys):
     bad.write_text('{"text": "fine"}\n{"title": "no text here"}\n')
     assert main(["build", str(bad), "--out", str(tmp_path / "idx"), "--trees", "none", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert "bad.jsonl" in err and "2" in err
+    assert "bad.jsonl:2" in err  # the file and the line of the bad row

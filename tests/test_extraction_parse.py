@@ -153,7 +153,7 @@ def test_real_smollm2_outputs() -> None:
             assert len(kept) == expect["kept"], row["passage_id"]
             assert all(e.casefold() != "she" for f in kept for e in f.entities)
         else:
-            with pytest.raises(ParseError):
+            with pytest.raises(ParseError, match="no JSON object or array in the output"):
                 parse_facts(row["output"])
 
 
