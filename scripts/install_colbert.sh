@@ -2,7 +2,7 @@
 # Install colbert-ai for `--retriever colbert` on CPU and compile its C++ extensions once.
 #   bash scripts/install_colbert.sh
 # colbert-ai works on CPU only with transformers<5; the constraints file keeps torch and
-# transformers where they are (PIP_CONSTRAINT from scripts/install.sh, else .ci/constraints.txt).
+# transformers where they are (PIP_CONSTRAINT from scripts/install.sh, else constraints/ranges.txt).
 # colbert-ai does not declare faiss, which its indexer needs: faiss-cpu is installed with it.
 # The four extensions (about 20 s each on an idle core; built two at a time on 2 cores) are
 # cached in TORCH_EXTENSIONS_DIR (default ~/.cache/sirerag/torch_extensions), so reruns are quick.
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 constraint=()
-[ -z "${PIP_CONSTRAINT:-}" ] && constraint=(-c .ci/constraints.txt)
+[ -z "${PIP_CONSTRAINT:-}" ] && constraint=(-c constraints/ranges.txt)
 before=$($PY -c "import torch, transformers; print(torch.__version__, transformers.__version__)")
 echo "== installing colbert-ai and faiss-cpu (torch, transformers: ${before})"
 $PY -m pip install -q "${constraint[@]}" "colbert-ai>=0.2.20" "faiss-cpu>=1.7.4"

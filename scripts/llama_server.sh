@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 WHEELS=${SIRERAG_WHEEL_CACHE:-$HOME/.cache/sirerag-wheels}
 STATE=${SIRERAG_SERVER_DIR:-${TMPDIR:-/tmp}/sirerag-llama-$(id -u)}
-CONSTRAINTS=.ci/constraints.txt
+CONSTRAINTS=${SIRERAG_CONSTRAINTS:-constraints/ranges.txt}
 
 die() { echo "llama_server.sh: $*" >&2; exit 1; }
 
@@ -42,11 +42,13 @@ install() {
     return 0
   fi
   mkdir -p "$WHEELS"
-  wheel=$(ls -t "$WHEELS"/llama_cpp_python-*.whl 2>/dev/null | head -1 || true)
+  # the version the constraints pin (the lock, constraints/ci.txt), else any built one
+  pin=$(sed -n 's/^llama-cpp-python==\([^ ;]*\).*/\1/p' "$CONSTRAINTS" | head -1)
+  wheel=$(ls -t "$WHEELS"/llama_cpp_python-"${pin:-}"*.whl 2>/dev/null | head -1 || true)
   if [ -z "$wheel" ]; then
-    echo "== building the llama-cpp-python wheel into $WHEELS (no binary wheel on PyPI; about 5 min on 2 cores)"
-    $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "llama-cpp-python>=0.2.80"
-    wheel=$(ls -t "$WHEELS"/llama_cpp_python-*.whl | head -1)
+    echo "== building the llama-cpp-python wheel${pin:+ $pin} into $WHEELS (no binary wheel on PyPI; about 5 min on 2 cores)"
+    $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "llama-cpp-python${pin:+==$pin}${pin:->=0.2.80}"
+    wheel=$(ls -t "$WHEELS"/llama_cpp_python-"${pin:-}"*.whl | head -1)
   fi
   version=$(basename "$wheel" | cut -d- -f2)
   echo "== installing llama-cpp-python[server]==$version from $wheel"

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Set up everything the tests need and run them: bash scripts/test.sh [pytest args]
 # Starts the local OpenAI-compatible llama.cpp server (SmolLM2) on 127.0.0.1 for the LLM tests
-# and stops it whatever happens.
+# and stops it whatever happens. Installs from the lock constraints/ci.txt (SIRERAG_UNPINNED=1: without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-bash scripts/install.sh --dev
+if [ -n "${SIRERAG_UNPINNED:-}" ]; then
+  bash scripts/install.sh --dev --unpinned
+else
+  bash scripts/install.sh --dev
+fi
 if [ -f scripts/llama_server.sh ] && [ -z "${SIRERAG_TEST_SERVER_URL:-}" ]; then
   port=$($PY -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
   trap 'bash scripts/llama_server.sh stop "$port" || true' EXIT
