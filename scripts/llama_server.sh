@@ -47,7 +47,9 @@ install() {
   wheel=$(ls -t "$WHEELS"/llama_cpp_python-"${pin:-}"*.whl 2>/dev/null | head -1 || true)
   if [ -z "$wheel" ]; then
     echo "== building the llama-cpp-python wheel${pin:+ $pin} into $WHEELS (no binary wheel on PyPI; about 5 min on 2 cores)"
-    $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "llama-cpp-python${pin:+==$pin}${pin:->=0.2.80}"
+    # the multimodal library (mtmd/llava) is loaded only for vision chat formats: skipping it shortens the build
+    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" \
+      $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "llama-cpp-python${pin:+==$pin}${pin:->=0.2.80}"
     wheel=$(ls -t "$WHEELS"/llama_cpp_python-"${pin:-}"*.whl | head -1)
   fi
   version=$(basename "$wheel" | cut -d- -f2)
