@@ -1,17 +1,16 @@
-"""The whole distillation loop on CPU with the real SmolLM2-135M-Instruct (shipped GGUF).
+"""The whole distillation loop on CPU with the real SmolLM2-135M-Instruct (shipped GGUF), kept small.
 
-teacher data made by SmolLM2 itself -> LoRA training of SmolLM2 -> resume from a
-checkpoint -> adapter reloaded (by our loader and by the build's hf: backend) ->
-evaluation before/after -> the adapter as the extraction LLM of a real build.
+scripted teacher -> teacher data -> LoRA training of SmolLM2 -> resume from a checkpoint ->
+adapter reloaded (by our loader and by the build's hf: backend) -> held-out loss of the base
+model and the adapter -> evaluation before/after -> the adapter as the extraction LLM of a build.
 
-SmolLM2-135M is a poor teacher: many of its answers are refused (echoes of the
-prompt's example, drifting rewrites); every output is accounted for, kept or refused
-with a reason. So that training has something to learn from, the training split is
-supplemented with hand-written extractions for the same passages (``HAND_WRITTEN``
-below) and with hand-annotated benchmark sentences (the shortest ``dev`` sentences of
-tests/data/tagger_gold.jsonl as one-fact answers, as scripts/finetune_demo_gold.py
-does), as the data card says. Held-out ``heldout`` sentences of that file, never
-trained on, measure that the adapter is better than the base model.
+The teacher is a scripted OpenAI-compatible server (tests/_llm_server.py) answering with
+hand-written extractions (``HAND_WRITTEN``), one drifting rewrite and one answer without
+JSON, so what make-data keeps and refuses is known exactly. (SmolLM2 as a teacher is
+tested in test_extraction_llm.py; its answers vary with the machine.) The held-out metric
+the training is for is the loss on hand-annotated benchmark sentences never trained on
+(tests/data/tagger_gold.jsonl, ``heldout``): the adapter must beat the base model on it.
+scripts/finetune_demo_gold.py measures the generation metrics on that data at a larger scale.
 """
 from __future__ import annotations
 
@@ -22,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from finetune.config import load_train_config
-from finetune.dataset import extraction_example, read_examples, split_by_document, write_dataset
+from finetune.dataset import extraction_example, read_examples, write_dataset
 from sirerag.config import BuildConfig, ChunkingConfig, ExtractionConfig, LLMConfig
 from sirerag.extraction import Fact
+from sirerag.extraction.parse import facts_to_json
 from sirerag.io import read_json, read_jsonl
 from sirerag.types import Document, document_id
 
@@ -41,7 +41,7 @@ PASSAGES = [
                      "book appeared in 1945."),
 ]
 DOCS = [Document(id=document_id(t, x), title=t, text=x) for t, x in PASSAGES]
-# what a good teacher would answer for each passage (written by hand for this test)
+# what a good teacher answers for each passage (written by hand for this test)
 HAND_WRITTEN = {
     "Ada Lovelace": [("Ada Lovelace was an English mathematician.", ["Ada Lovelace"]),
                      ("Ada Lovelace wrote the first published algorithm for the Analytical Engine in 1843.",
@@ -60,121 +60,116 @@ HAND_WRITTEN = {
 BUDGETS = {"rewrite_max_tokens": 64, "extract_max_tokens": 96, "max_attempts": 1}
 EXTRACTION = ExtractionConfig(extractor="llm", **BUDGETS)
 GOLD = Path(__file__).parent / "data" / "tagger_gold.jsonl"
-N_GOLD_TRAIN, N_GOLD_HELDOUT = 6, 8  # the shortest sentences of each split (at least 5 words)
-GOLD_TOKENS = 128  # completion budget of a one-fact answer
-STEPS = 32  # two epochs or more: at most 6 teacher + 3 hand-written + 6 gold training examples
+N_HELDOUT = 4  # the shortest held-out sentences (at least 5 words)
+DRIFTS, NO_JSON = "Tove Jansson", "Lake Baikal"  # the teacher's rewrite / extraction failures
+STEPS, SAVE = 8, 4  # two epochs or more: at most 4 training examples (2 documents x 2 tasks)
 
 
-def gold_examples(split: str, n: int) -> list:
-    """One-fact extraction examples from hand-annotated sentences (the sentence is the fact)."""
-    rows = sorted((r for r in read_jsonl(GOLD) if r["split"] == split and len(r["sentence"].split()) >= 5),
-                  key=lambda r: (len(r["sentence"]), r["sentence"]))[:n]
-    return [extraction_example(r["sentence"], [Fact(r["sentence"], tuple(r["entities"]))],
-                               doc_id=f"gold-{split}-{i}", chunk_id=f"gold-{split}-{i}", max_tokens=GOLD_TOKENS)
-            for i, r in enumerate(rows)]
+def teacher_reply(body: dict) -> str:
+    """The scripted teacher: copies each paragraph as its rewrite (accepted) and answers the
+    extraction with the hand-written facts, except for the two planned failures."""
+    content = body["messages"][-1]["content"]
+    if content.startswith("Previous paragraph"):
+        paragraph = content.rsplit("Paragraph:\n", 1)[1].split("\n\nOutput:")[0]
+        title = next(t for t, x in PASSAGES if x in paragraph)
+        return "Margaret Lowe said the bridge was the project she liked best." if title == DRIFTS else paragraph
+    paragraph = content.rsplit("Paragraph: ", 1)[1].rsplit("\nOutput:", 1)[0]
+    title = next(t for t, x in PASSAGES if x in paragraph)
+    if title == NO_JSON:
+        return "I am sorry, I cannot list facts for this paragraph."
+    return "```json\n" + facts_to_json([Fact(f, tuple(e)) for f, e in HAND_WRITTEN[title]]) + "\n```"
+
+
+@pytest.fixture(scope="module")
+def teacher_server():
+    from _llm_server import FlakyServer
+
+    with FlakyServer(reply=teacher_reply) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def llm_cache(tmp_path_factory):
-    """One call cache for the student's downstream evaluation and the build (same requests)."""
+    """One call cache for the adapter's downstream evaluation and the build (same requests)."""
     return tmp_path_factory.mktemp("cache")
 
 
-@pytest.fixture(scope="module")
-def teacher(tmp_path_factory):
+def make_data(server, out):  # noqa: ANN001, ANN201
     from finetune.data import make_teacher_data
 
-    out = tmp_path_factory.mktemp("teacher")
-    card = make_teacher_data(DOCS, out, teacher="hf:smollm2", llm_config=LLM, validation_fraction=0.25, seed=0,
-                             show_progress=False, **BUDGETS)
-    return out, card
+    return make_teacher_data(DOCS, out, teacher=f"openai:teacher@{server.url}", llm_config=LLMConfig(max_retries=0),
+                             validation_fraction=0.5, seed=0, show_progress=False, **BUDGETS)
 
 
 @pytest.fixture(scope="module")
-def dataset(teacher, tmp_path_factory):
-    """The teacher's examples plus the hand-written ones, split by document as make-data splits,
-    plus hand-annotated sentences for training only."""
-    folder, card = teacher
-    examples = read_examples(folder / "train.jsonl") + read_examples(folder / "validation.jsonl")
-    extra = [extraction_example(d.text, [Fact(f, tuple(e)) for f, e in HAND_WRITTEN[d.title]], doc_id=d.id,
-                                chunk_id=f"hand-{d.id}", max_tokens=BUDGETS["extract_max_tokens"]) for d in DOCS]
-    out = tmp_path_factory.mktemp("data")
-    train, validation = split_by_document(examples + extra, 0.25, seed=0)
-    train += gold_examples("dev", N_GOLD_TRAIN)
-    write_dataset(out, train, validation, extra={
-        **card, "supplement": f"{len(extra)} hand-written extraction examples and {N_GOLD_TRAIN} hand-annotated "
-                              f"sentences ({GOLD.name}, dev) added by tests/test_finetune_loop.py"})
-    return out, train, validation
+def teacher(teacher_server, tmp_path_factory):
+    out = tmp_path_factory.mktemp("teacher")
+    return out, make_data(teacher_server, out)
 
 
 @pytest.fixture(scope="module")
 def gold_heldout(tmp_path_factory):
-    """Held-out hand-annotated sentences as a validation split (never trained on)."""
+    """Hand-annotated held-out sentences as one-fact answers, in a validation split."""
+    rows = sorted((r for r in read_jsonl(GOLD) if r["split"] == "heldout" and len(r["sentence"].split()) >= 5),
+                  key=lambda r: (len(r["sentence"]), r["sentence"]))[:N_HELDOUT]
+    examples = [extraction_example(r["sentence"], [Fact(r["sentence"], tuple(r["entities"]))],
+                                   doc_id=f"gold-{i}", chunk_id=f"gold-{i}", max_tokens=64) for i, r in enumerate(rows)]
     out = tmp_path_factory.mktemp("gold")
-    write_dataset(out, [], gold_examples("heldout", N_GOLD_HELDOUT), extra={"teacher": f"hand annotations ({GOLD.name})"})
+    write_dataset(out, [], examples, extra={"teacher": f"hand annotations ({GOLD.name}, heldout)"})
     return out / "validation.jsonl"
 
 
 @pytest.fixture(scope="module")
-def trained(dataset, tmp_path_factory):
+def trained(teacher, gold_heldout, tmp_path_factory):
     from finetune.train import train_lora
 
-    folder, _, _ = dataset
+    folder, _ = teacher
     config = load_train_config("smollm2-135m-cpu").with_overrides(
-        [f"optim.max_steps={STEPS}", "optim.save_steps=20", "optim.eval_steps=0"])
+        [f"optim.max_steps={STEPS}", f"optim.save_steps={SAVE}", "optim.eval_steps=0"])
     out = tmp_path_factory.mktemp("run")
-    result = train_lora(config, folder / "train.jsonl", out, validation_path=folder / "validation.jsonl",
-                        show_progress=False)
+    result = train_lora(config, folder / "train.jsonl", out, validation_path=gold_heldout, show_progress=False)
     return config, result
 
 
 @pytest.fixture(scope="module")
-def evaluations(teacher, dataset, trained, gold_heldout, llm_cache, tmp_path_factory):
-    """Reports of the base model and the adapter: on the teacher's validation split (the adapter's
-    with downstream statistics over one passage) and on the held-out hand-annotated sentences."""
+def evaluations(trained, gold_heldout, llm_cache, tmp_path_factory):
+    """Generation-based reports on two held-out sentences: the base model, and the adapter
+    (with downstream statistics over one passage)."""
     from finetune.evaluate import evaluate_extractor, write_report
 
-    folder, _, _ = dataset
     _, result = trained
-    adapter = result.summary["serve_spec"]
-    # the base model is the teacher here: its answers to the teacher's own requests come from the call cache
-    teacher_split = [
-        evaluate_extractor("hf:smollm2", folder / "validation.jsonl", llm_config=LLM, cache_dir=teacher[0] / "cache",
-                           extraction=EXTRACTION, show_progress=False),
-        evaluate_extractor(adapter, folder / "validation.jsonl", llm_config=LLM, cache_dir=llm_cache / "llm",
-                           corpus=DOCS[:1], extraction=EXTRACTION, show_progress=False)]
-    gold = [evaluate_extractor(spec, gold_heldout, llm_config=LLM, cache_dir=llm_cache / "gold", max_tokens=GOLD_TOKENS,
-                               show_progress=False) for spec in ("hf:smollm2", adapter)]
+    reports = [evaluate_extractor("hf:smollm2", gold_heldout, llm_config=LLM, max_examples=2, max_tokens=64,
+                                  show_progress=False),
+               evaluate_extractor(result.summary["serve_spec"], gold_heldout, llm_config=LLM, max_examples=2,
+                                  max_tokens=64, cache_dir=llm_cache / "llm", corpus=DOCS[:1], extraction=EXTRACTION,
+                                  show_progress=False)]
     out = tmp_path_factory.mktemp("eval")
-    write_report(teacher_split, out / "teacher")
-    write_report(gold, out / "gold")
-    return {"teacher": teacher_split, "gold": gold, "out": out}
+    write_report(reports, out)
+    return reports, out
 
 
-def test_teacher_data_accounts_for_every_output(teacher):
+def test_teacher_data_accounts_for_every_output(teacher, teacher_server):
     folder, card = teacher
     examples = read_examples(folder / "train.jsonl") + read_examples(folder / "validation.jsonl")
     rejected = list(read_jsonl(folder / "rejected.jsonl"))
-    # every chunk gave exactly one rewrite and one extraction outcome: kept or rejected with a reason
-    for stage in ("rewrite", "extract"):
-        kept = sum(1 for e in examples if e.task == stage)
-        refused = [r for r in rejected if r["stage"] == stage]
-        assert kept + len(refused) == len(DOCS), stage
-        assert all(r["reason"] for r in refused)
-    assert card["rejected"]["total"] == len(rejected) and card["teacher"] == "hf:smollm2"
+    # every chunk gave exactly one rewrite and one extraction outcome: kept or refused with a reason
+    titles = {d.id: d.title for d in DOCS}
+    assert sorted((r["stage"], titles[r["doc_id"]]) for r in rejected) == [("extract", NO_JSON), ("rewrite", DRIFTS)]
+    assert all(r["reason"] and r["raw"] for r in rejected)
+    assert sorted((e.task, titles[e.doc_id]) for e in examples) == sorted(
+        [("rewrite", t) for t, _ in PASSAGES if t != DRIFTS] + [("extract", t) for t, _ in PASSAGES if t != NO_JSON])
+    # the refused rewrite falls back to the original paragraph, which is what the extraction was asked about
+    extract = {titles[e.doc_id]: e for e in examples if e.task == "extract"}
+    assert extract[DRIFTS].messages[0][1].endswith(f"Paragraph: {DRIFTS}\n{dict(PASSAGES)[DRIFTS]}\nOutput:\n")
+    assert card["rejected"]["total"] == 2 and card["teacher"] == "openai:teacher"
     assert card["prompt_versions"] == {"rewrite": "coref_rewrite@1", "extract": "extract_propositions@1"}
     assert (folder / "data_card.md").read_text().count("×") == len(card["rejected"]["by_reason"])
     train_docs = {e.doc_id for e in read_examples(folder / "train.jsonl")}
-    assert train_docs.isdisjoint(e.doc_id for e in read_examples(folder / "validation.jsonl"))
-    # the call cache makes a second run free (no model call) and identical
-    from finetune.data import make_teacher_data
-    from sirerag.llm.cache import CallCache
-
-    again = make_teacher_data(DOCS, folder, teacher="hf:smollm2", llm_config=LLM, validation_fraction=0.25, seed=0,
-                              show_progress=False, **BUDGETS)
-    second = CallCache(folder / "cache").stats()["last_run"]
-    assert again == card
-    assert second["misses"] == second["failures"] == 0 and second["hits"] >= 2 * len(DOCS)  # rewrite + extract
+    assert len(train_docs) == 2 and train_docs.isdisjoint(e.doc_id for e in read_examples(folder / "validation.jsonl"))
+    # the call cache makes a second run free (the teacher is not asked again) and identical
+    asked = len(teacher_server.bodies)
+    assert asked == 2 * len(DOCS)
+    assert make_data(teacher_server, folder) == card and len(teacher_server.bodies) == asked
 
 
 def test_training_loss_decreases_and_writes_artifacts(trained):
@@ -191,30 +186,47 @@ def test_training_loss_decreases_and_writes_artifacts(trained):
 
     first, last = epoch_loss(log[:n]), epoch_loss(log[(STEPS // n - 1) * n:(STEPS // n) * n])
     assert last < 0.6 * first, f"training loss did not decrease: {first:.3f} -> {last:.3f}"
-    assert result.eval_loss is not None and result.eval_loss > 0
     assert (result.adapter_dir / "adapter_model.safetensors").is_file()
     assert json.loads((result.adapter_dir / "adapter_config.json").read_text())["r"] == config.lora.r
     assert result.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = result.adapter_dir.parent
     assert not [p for p in out.rglob("*") if p.suffix in (".pt", ".pth", ".bin", ".pkl")]  # nothing pickled
-    assert [p.name for p in sorted((out / "checkpoints").iterdir())] == ["step-000020", f"step-{STEPS:06d}"]
+    assert [p.name for p in sorted((out / "checkpoints").iterdir())] == [f"step-{SAVE:06d}", f"step-{STEPS:06d}"]
     summary = read_json(out / "training_summary.json")
     assert summary["serve_spec"] == f"hf:smollm2+adapter={result.adapter_dir.resolve()}"
+    assert summary["n_validation"] == N_HELDOUT
 
 
-def test_resume_reproduces_the_uninterrupted_run(dataset, trained, tmp_path):
+def test_the_adapter_beats_the_base_model_on_held_out_sentences(trained, gold_heldout):
+    """The held-out metric: token loss of the answers to hand-annotated sentences the adapter
+    never saw, with the adapter and with it switched off (the base model)."""
+    from finetune.modeling import encode_rows, read_chat_jsonl
+    from finetune.train import _pad_id, evaluation_loss
+
+    config, result = trained
+    heldout, dropped = encode_rows(result.tokenizer, read_chat_jsonl(gold_heldout), config.optim.max_length)
+    assert len(heldout) == N_HELDOUT and dropped == 0
+    tuned = evaluation_loss(result.model, heldout, _pad_id(result.tokenizer), "cpu")
+    with result.model.disable_adapter():
+        base = evaluation_loss(result.model, heldout, _pad_id(result.tokenizer), "cpu")
+    assert tuned == pytest.approx(result.eval_loss, abs=1e-4)  # what training reported
+    assert tuned < 0.7 * base, (base, tuned)
+
+
+def test_resume_reproduces_the_uninterrupted_run(teacher, trained, tmp_path):
     from finetune.train import train_lora
 
     config, result = trained
-    folder, _, _ = dataset
+    folder, _ = teacher
     original = result.adapter_dir.parent
-    shutil.copytree(original / "checkpoints" / "step-000020", tmp_path / "checkpoints" / "step-000020")
+    name = f"step-{SAVE:06d}"
+    shutil.copytree(original / "checkpoints" / name, tmp_path / "checkpoints" / name)
     rows = [json.loads(line) for line in (original / "train_log.jsonl").read_text().splitlines()]
-    (tmp_path / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:20]))
+    (tmp_path / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:SAVE]))
     resumed = train_lora(config, folder / "train.jsonl", tmp_path, resume="latest", show_progress=False)
     again = [json.loads(line) for line in resumed.log_path.read_text().splitlines()]
     assert [r["step"] for r in again] == list(range(1, STEPS + 1))
-    assert [r["loss"] for r in again[20:]] == pytest.approx([r["loss"] for r in rows[20:]], abs=1e-5)
+    assert [r["loss"] for r in again[SAVE:]] == pytest.approx([r["loss"] for r in rows[SAVE:]], abs=1e-5)
 
 
 def _generate(model, tokenizer, messages, max_new_tokens):
@@ -230,7 +242,7 @@ def _generate(model, tokenizer, messages, max_new_tokens):
     return out[0, ids.shape[1]:].tolist()
 
 
-def test_adapter_reloads_with_identical_outputs(dataset, trained):
+def test_adapter_reloads_with_identical_outputs(teacher, trained):
     import torch
 
     from finetune.modeling import load_adapter_model
@@ -238,8 +250,7 @@ def test_adapter_reloads_with_identical_outputs(dataset, trained):
     from sirerag.llm.factory import load_llm
 
     config, result = trained
-    _, _, validation = dataset
-    messages = validation[0].messages[:-1]
+    messages = read_examples(teacher[0] / "validation.jsonl")[0].messages[:-1]
     trained_ids = _generate(result.model, result.tokenizer, messages, 16)
     model, tokenizer = load_adapter_model(config.model, result.adapter_dir)
     assert _generate(model, tokenizer, messages, 16) == trained_ids
@@ -255,35 +266,19 @@ def test_adapter_reloads_with_identical_outputs(dataset, trained):
     assert completion.text == result.tokenizer.decode(trained_ids[:cut], skip_special_tokens=True).strip()
 
 
-def test_evaluation_before_and_after(dataset, evaluations):
-    _, _, validation = dataset
-    reports = evaluations["teacher"] + evaluations["gold"]
+def test_evaluation_before_and_after(evaluations):
+    reports, out = evaluations
     for report in reports:
         extract = report["extract"]
-        assert extract["examples"] >= 1 and 0.0 <= extract["json_valid_rate"] <= 1.0
+        assert extract["examples"] == 2 and 0.0 <= extract["json_valid_rate"] <= 1.0
         for key in ("precision", "recall", "f1"):
             assert 0.0 <= extract["entities"][key] <= 1.0 and 0.0 <= extract["propositions"][key] <= 1.0
-    for report in evaluations["teacher"]:
-        assert report["extract"]["examples"] == sum(1 for e in validation if e.task == "extract")
-    assert [r["extract"]["examples"] for r in evaluations["gold"]] == [N_GOLD_HELDOUT] * 2
-    assert [r["extractor"].split("+")[0] for r in reports] == ["hf:smollm2"] * 4
-    assert reports[1]["extractor"].startswith("hf:smollm2+adapter=")
+    assert reports[0]["extractor"] == "hf:smollm2" and reports[1]["extractor"].startswith("hf:smollm2+adapter=")
     downstream = reports[1]["downstream"]
     assert downstream["extraction"]["chunks"] == 1 and downstream["pool"]["leaves"] == 1
     assert downstream["pool"]["aggregates"] == downstream["aggregates"]["aggregates"]
     assert downstream["aggregates"]["propositions"] == downstream["extraction"]["propositions"]
-    print("\n" + (evaluations["out"] / "gold" / "eval.md").read_text())  # with pytest -s: the before/after table
-
-
-def test_the_adapter_beats_the_base_model_on_held_out_sentences(evaluations):
-    """The held-out metric the training is for: well-formed one-fact answers with the right
-    fact and entities, on hand-annotated sentences the adapter never saw."""
-    base, tuned = (r["extract"] for r in evaluations["gold"])
-    summary = {k: (base[k], tuned[k]) for k in ("json_valid_rate",)}
-    summary.update({f"{k} f1": (base[k]["f1"], tuned[k]["f1"]) for k in ("propositions", "entities")})
-    assert tuned["json_valid_rate"] >= base["json_valid_rate"] + 0.25, summary
-    assert tuned["propositions"]["f1"] >= base["propositions"]["f1"] + 0.25, summary
-    assert tuned["entities"]["f1"] > base["entities"]["f1"], summary
+    assert "| JSON valid rate |" in (out / "eval.md").read_text()
 
 
 def test_build_uses_the_adapter_for_extraction(trained, evaluations, llm_cache, tmp_path):
@@ -301,7 +296,7 @@ def test_build_uses_the_adapter_for_extraction(trained, evaluations, llm_cache, 
     rewrites = list(read_jsonl(tmp_path / "index" / "rewrites.jsonl"))
     assert len(rewrites) == 1 and rewrites[0]["rewrite"]  # the adapter answered the rewrite stage too
     # the evaluation ran the same extraction stage through the same cache
-    downstream = evaluations["teacher"][1]["downstream"]
+    downstream = evaluations[0][1]["downstream"]
     assert report.counts["extraction"]["propositions"] == downstream["extraction"]["propositions"]
 
 
