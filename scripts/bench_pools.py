@@ -64,11 +64,13 @@ def main() -> None:
                      *[a.format(root=root) for a in VARIANTS[variant]]]
             if args.rebuild or not (index / "manifest.json").is_file():
                 secs, rss = timed(build, root / f"{dataset}-{variant}-build.log")
-                (index / "bench_build.json").write_text(json.dumps({"seconds": secs, "max_rss_mib": rss}))
-            info = json.loads((index / "bench_build.json").read_text())
+                # results go beside the index: a rebuild replaces the index folder and refuses foreign files
+                (root / dataset / f"{variant}-bench_build.json").write_text(
+                    json.dumps({"seconds": secs, "max_rss_mib": rss}))
+            info = json.loads((root / dataset / f"{variant}-bench_build.json").read_text())
             manifest = json.loads((index / "manifest.json").read_text())
             for retriever in args.retrievers:
-                out = index / f"eval-{retriever}.json"
+                out = root / dataset / f"{variant}-eval-{retriever}.json"
                 cmd = [sys.executable, "-m", "sirerag.cli.main", "--quiet", "eval", str(index), "--questions",
                        str(bench / "questions.jsonl"), "--retriever", retriever, "--json", str(out)]
                 if args.split:

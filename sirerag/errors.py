@@ -47,3 +47,11 @@ def check(condition: bool, parameter: str, value: object, allowed: str) -> None:
     """Raise :class:`ConfigError` ``"<parameter> must be <allowed>, got <value>"`` unless ``condition``."""
     if not condition:
         raise ConfigError(f"{parameter} must be {allowed}, got {value!r}")
+
+
+class IndexLockedError(SireragError):
+    """Another process is writing the index (or export) folder; the message names its pid."""
+
+
+class CacheError(SireragError):
+    """An on-disk cache (SQLite) is damaged: the message names the file and how to recover."""

@@ -27,8 +27,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sirerag import __version__
-from sirerag.errors import ConfigError, check, require
-from sirerag.io import atomic_dir, atomic_path, save_npy, write_json, write_jsonl
+from sirerag.errors import ConfigError, InputError, check, require
+from sirerag.io import atomic_dir, atomic_path, index_lock, read_json, save_npy, write_json, write_jsonl
+from sirerag.io.staging import refuse_special
 from sirerag.pool import DOCUMENTS, Index, load_index
 from sirerag.types import Node
 
@@ -122,16 +123,30 @@ WRITERS: dict[str, Callable[[Index, Path], list[str]]] = {
 }
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    if not out.exists():
+def _check_out(out: Path, source: Path, overwrite: bool) -> None:
+    """``out`` must be missing, empty, or (with ``overwrite``) an earlier export holding only
+    the files its ``export.json`` lists; never the source index, inside it, or around it."""
+    refuse_special(out)
+    src, dst = source.resolve(), out.resolve()
+    if dst == src or src in dst.parents or dst in src.parents:
+        raise ConfigError(f"--out {out} is the source index, inside it or around it ({source}); "
+                          "choose a folder outside the index")
+    if not out.exists() or not any(out.iterdir()):
         return
-    if not out.is_dir():
-        raise ConfigError(f"--out must be a folder to create, got an existing file: {out}")
-    if not any(out.iterdir()):
-        return
-    if not (out / EXPORT_MANIFEST).is_file():
-        raise ConfigError(f"--out {out} exists and is not a sirerag export (no {EXPORT_MANIFEST}); "
+    try:
+        info = read_json(out / EXPORT_MANIFEST)
+    except InputError:
+        info = None
+    listed = info.get("files") if isinstance(info, dict) else None
+    if not (isinstance(info, dict) and info.get("format") in FORMATS and "sirerag_version" in info
+            and isinstance(listed, list) and all(isinstance(f, str) for f in listed)):
+        raise ConfigError(f"--out {out} exists and is not a sirerag export (no valid {EXPORT_MANIFEST}); "
                           "choose a new folder")
+    present = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
+    foreign = [f for f in present if f not in listed] + [p.name for p in out.iterdir() if p.is_dir()]
+    if foreign:
+        raise ConfigError(f"--out {out} holds files its {EXPORT_MANIFEST} does not list ({', '.join(foreign[:5])}); "
+                          "sirerag replaces only what it wrote: move them or choose a new folder")
     if not overwrite:
         raise ConfigError(f"--out {out} already holds an export; pass overwrite=True (--overwrite) to replace it")
 
@@ -146,19 +161,24 @@ def export_pool(index: Index | str | Path, out: str | Path, format: str, *, over
         index: an index directory or a loaded :class:`~sirerag.pool.Index`.
         out: the folder to create (or an empty one).
         format: one of :data:`FORMATS`.
-        overwrite: replace a previous export in ``out``.
+        overwrite: replace a previous export in ``out`` (only one holding nothing else).
 
     Raises:
-        ConfigError: unknown format, or ``out`` exists and may not be replaced.
+        ConfigError: unknown format, or ``out`` may not be replaced: it is ``/``, the home or
+            current folder, the source index, inside it or around it, not an earlier export,
+            or an export holding files its ``export.json`` does not list.
+        IndexLockedError: another process is writing ``out``.
         MissingExtraError: ``parquet`` without pyarrow (the ``export`` extra).
     """
     check(format in FORMATS, "format", format, f"one of {FORMATS}")
     if format == "parquet":
         require("pyarrow", "export", purpose="the parquet export")
-    out = Path(out)
-    _check_out(out, overwrite)
+    out = Path(out).expanduser()
+    source = index.path if isinstance(index, Index) else Path(index)
+    _check_out(out, source, overwrite)
     index = index if isinstance(index, Index) else load_index(index)
-    with atomic_dir(out) as tmp:
+    with index_lock(out, "export"), atomic_dir(out) as tmp:
+        _check_out(out, source, overwrite)  # again, under the lock
         files = WRITERS[format](index, tmp)
         if (index.path / DOCUMENTS).is_file():
             shutil.copyfile(index.path / DOCUMENTS, tmp / DOCUMENTS)

@@ -8,15 +8,17 @@ component subfolders (``graph/``, ``colbert/``) listed in the manifest.
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from sirerag.errors import IndexFormatError, InputError
-from sirerag.io import load_npy, read_jsonl, read_manifest, save_npy, write_json, write_jsonl
+from sirerag.errors import IndexFormatError
+from sirerag.io import MANIFEST, check_files, damaged, load_npy, read_manifest, save_npy, write_json, write_jsonl
+from sirerag.io.manifest import refresh_files, sha256_matches
 from sirerag.trees.base import TreeResult
 from sirerag.types import Chunk, Document, Node, Pool, Proposition
 
@@ -52,25 +54,56 @@ def save_pool(directory: str | Path, pool: Pool) -> None:
     save_npy(directory / EMBEDDINGS, pool.embeddings.astype(np.float32))
 
 
-def load_pool(directory: str | Path) -> Pool:
+def load_pool(directory: str | Path, manifest: dict[str, Any] | None = None) -> Pool:
+    """Read ``entries.jsonl`` and ``embeddings.npy``; with the manifest, also check them against it.
+
+    Raises:
+        IndexFormatError: a damaged line, a damaged or mis-shaped array, or files that do not
+            match each other or the manifest; the message names the file.
+    """
     directory = Path(directory)
-    entries = tuple(Node.from_dict(r) for r in _records(directory / ENTRIES))
-    embeddings = load_npy(directory / EMBEDDINGS)
+    entries = tuple(_node(directory, lineno, r) for lineno, r in _records(directory, ENTRIES, manifest))
+    embeddings = load_npy(directory / EMBEDDINGS, index=directory)
     if embeddings.dtype != np.float32 or embeddings.ndim != 2 or embeddings.shape[0] != len(entries):
-        raise IndexFormatError(
-            f"{directory / EMBEDDINGS}: expected float32 of shape ({len(entries)}, dim), "
-            f"got {embeddings.dtype} {embeddings.shape}"
-        )
-    return Pool(entries=entries, embeddings=embeddings)
-
-
-def _records(path: Path) -> Iterable[dict[str, Any]]:
-    if not path.is_file():
-        raise IndexFormatError(f"index file missing: {path}")
+        raise IndexFormatError(damaged(
+            directory / EMBEDDINGS, f"expected float32 of shape ({len(entries)}, dim) for the {len(entries)} "
+            f"lines of {ENTRIES}, got {embeddings.dtype} {embeddings.shape}", directory))
     try:
-        yield from read_jsonl(path)
-    except InputError as exc:
-        raise IndexFormatError(str(exc)) from exc
+        return Pool(entries=entries, embeddings=embeddings)
+    except ValueError as exc:
+        raise IndexFormatError(damaged(directory / ENTRIES, str(exc), directory)) from exc
+
+
+def _node(directory: Path, lineno: int, record: dict[str, Any]) -> Node:
+    try:
+        return Node.from_dict(record)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise IndexFormatError(damaged(f"{directory / ENTRIES}:{lineno}", f"not a pool entry ({exc})",
+                                       directory)) from exc
+
+
+def _records(directory: Path, name: str, manifest: dict[str, Any] | None = None) -> Iterator[tuple[int, Any]]:
+    """``(line, record)`` of a JSONL index file; with the manifest, the bytes read are
+    checked against its size and sha256 first (reading dominates; hashing is cheap)."""
+    path = directory / name
+    if not path.is_file():
+        raise IndexFormatError(damaged(path, "index file is missing", directory))
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise IndexFormatError(damaged(path, "index file is missing", directory)) from None
+    if manifest is not None:
+        sha256_matches(directory, manifest, name, data)
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise IndexFormatError(damaged(f"{path}:{lineno}", f"damaged line ({exc})", directory)) from exc
+        if not isinstance(record, dict):
+            raise IndexFormatError(damaged(f"{path}:{lineno}", "damaged line (not a JSON object)", directory))
+        yield lineno, record
 
 
 def save_records(directory: str | Path, name: str, records: Iterable[Any]) -> int:
@@ -80,22 +113,35 @@ def save_records(directory: str | Path, name: str, records: Iterable[Any]) -> in
 
 @dataclass(frozen=True, eq=False)
 class Index:
-    """A loaded index directory."""
+    """A loaded index directory.
+
+    Records read later (documents, chunks, propositions) are checked against the
+    manifest read at load time, so an index rebuilt in between is an error, never a mix.
+    """
 
     path: Path
     manifest: dict[str, Any]
     pool: Pool
 
+    def _read(self, name: str, cls: Any) -> list[Any]:
+        rows = []
+        for lineno, record in _records(self.path, name, self.manifest):
+            try:
+                rows.append(cls.from_dict(record))
+            except (TypeError, ValueError, KeyError) as exc:
+                raise IndexFormatError(damaged(f"{self.path / name}:{lineno}", f"not a {cls.__name__} ({exc})",
+                                               self.path)) from exc
+        return rows
+
     def documents(self) -> list[Document]:
-        return [Document.from_dict(r) for r in _records(self.path / DOCUMENTS)]
+        return self._read(DOCUMENTS, Document)
 
     def chunks(self) -> list[Chunk]:
-        return [Chunk.from_dict(r) for r in _records(self.path / CHUNKS)]
+        return self._read(CHUNKS, Chunk)
 
     def propositions(self) -> list[Proposition]:
         """Propositions of the relatedness build; empty when the index has none."""
-        path = self.path / PROPOSITIONS
-        return [Proposition.from_dict(r) for r in _records(path)] if path.is_file() else []
+        return self._read(PROPOSITIONS, Proposition) if PROPOSITIONS in self.manifest["files"] else []
 
     def component(self, name: str) -> Path | None:
         """Folder of an optional component (``graph``, ``colbert``) if the manifest lists it."""
@@ -103,18 +149,45 @@ class Index:
         return self.path / rel["path"] if isinstance(rel, dict) and "path" in rel else None
 
 
-def load_index(directory: str | Path) -> Index:
-    """Load an index directory written by ``sirerag build``; checks the format version."""
+def load_index(directory: str | Path, *, verify: bool = False) -> Index:
+    """Load an index directory written by ``sirerag build``.
+
+    Always checks the format version, the size of every file the manifest lists, the
+    entries against their recorded sha256 and the embeddings' dtype and shape; with
+    ``verify`` also the sha256 of every file (what ``sirerag verify`` does, and more).
+    An index swapped in by a rebuild while it is being read is read again.
+
+    Raises:
+        IndexFormatError: the index is missing, of another format, or damaged (the message
+            names the file and says to rebuild or run ``sirerag verify``).
+    """
     directory = Path(directory)
-    manifest = read_manifest(directory)
-    return Index(path=directory, manifest=manifest, pool=load_pool(directory))
+    for attempt in range(3):
+        manifest = read_manifest(directory)
+        try:
+            check_files(directory, manifest, hashes=verify)
+            return Index(path=directory, manifest=manifest, pool=load_pool(directory, manifest))
+        except IndexFormatError:
+            if attempt == 2 or _current_manifest(directory) == manifest:
+                raise  # damaged, not swapped for a new build while we read it
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _current_manifest(directory: Path) -> dict[str, Any] | None:
+    try:
+        return read_manifest(directory)
+    except IndexFormatError:
+        return None
 
 
 def register_component(directory: str | Path, name: str, **info: Any) -> dict[str, Any]:
     """Record an optional component (its ``path`` relative to the index, type, parameters)
-    in the manifest, rewriting it atomically."""
+    in the manifest with the size and sha256 of its files, rewriting it atomically.
+    The caller holds the index's write lock (:func:`sirerag.io.index_lock`)."""
     directory = Path(directory)
     manifest = read_manifest(directory)
     manifest.setdefault("components", {})[name] = info
-    write_json(directory / "manifest.json", manifest)
+    if "path" in info and (directory / info["path"]).is_dir():
+        return refresh_files(directory, manifest, info["path"])
+    write_json(directory / MANIFEST, manifest)
     return manifest

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sirerag.cli.main import main
+from sirerag.io import FORMAT_VERSION
 from sirerag.pool import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -31,7 +32,7 @@ def test_index_layout_and_manifest(built):
         names = {p.name for p in directory.iterdir()}
         assert {"manifest.json", "entries.jsonl", "embeddings.npy", "documents.jsonl", "chunks.jsonl"} <= names
     manifest = json.loads((tree / "manifest.json").read_text())
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["format"] == "sirerag-index"
     assert manifest["embedder"]["spec"].endswith("all-MiniLM-L6-v2")
     assert manifest["summarizer"].startswith("extractive")
     assert manifest["config"]["trees"] == ["similarity"]

@@ -1,4 +1,5 @@
-"""``sirerag cache stats DIR``: what the LLM call cache holds and what runs spent."""
+"""``sirerag cache stats DIR``: what the LLM call cache holds and what runs spent;
+``sirerag cache verify DIR``: ``PRAGMA integrity_check`` of every SQLite cache under DIR."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +19,12 @@ def register(sub: Any) -> None:
     stats.add_argument("--json", action="store_true", help="print the statistics as JSON")
     add_common(stats)
     stats.set_defaults(func=run_stats)
+    verify = actions.add_parser("verify", help="check every SQLite cache file for damage",
+                                description="Run SQLite's integrity check on every .sqlite file under a folder "
+                                            "(an index's cache/, a --cache folder) or on one file.")
+    verify.add_argument("path", help="an index directory, a cache folder or one .sqlite file")
+    add_common(verify)
+    verify.set_defaults(func=run_verify)
     add_common(p)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -50,4 +57,22 @@ def run_stats(args: argparse.Namespace) -> int:
     if last:
         print(f"  last run ({last['spec']}): {last['hits']} hits, {last['misses']} misses, "
               f"{last['failures']} failures; spent {last['prompt_tokens']} + {last['completion_tokens']} tokens")
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from sirerag.errors import CacheError, InputError
+    from sirerag.io.sqlite import damaged_cache, find_databases, integrity_problems
+
+    databases = find_databases(args.path)
+    if not databases:
+        raise InputError(f"no SQLite cache (.sqlite file) at {args.path}")
+    damaged = []
+    for db in databases:
+        problems = integrity_problems(db)
+        print(f"{db}: {'ok' if not problems else 'DAMAGED: ' + '; '.join(problems[:3])}")
+        if problems:
+            damaged.append(damaged_cache(db, problems[0]))
+    if damaged:
+        raise CacheError(f"{len(damaged)} of {len(databases)} cache files damaged; first: {damaged[0]}")
     return 0

@@ -17,7 +17,7 @@ import sirerag
 import sirerag.cli
 from sirerag.errors import SireragError
 
-ORDER = ["build", "search", "eval", "stats", "export", "cache", "finetune"]
+ORDER = ["build", "search", "eval", "stats", "verify", "export", "cache", "finetune"]
 
 
 def _subcommand_modules() -> list[str]:

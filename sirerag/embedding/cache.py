@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from sirerag.io.sqlite import cache_errors
 from sirerag.embedding.base import Embedder, l2_normalize
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class EmbeddingCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
-        with self._lock, self._conn:
+        with cache_errors(self.path), self._lock, self._conn:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(_SCHEMA)
@@ -63,7 +64,7 @@ class EmbeddingCache:
     def get(self, spec: str, side: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors found for ``keys`` (text sha256s); missing keys are absent."""
         found: dict[str, np.ndarray] = {}
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             for start in range(0, len(keys), _LOOKUP_BATCH):
                 batch = list(keys[start:start + _LOOKUP_BATCH])
                 marks = ",".join("?" * len(batch))
@@ -85,12 +86,12 @@ class EmbeddingCache:
         """Store one vector per key and commit."""
         vectors = np.asarray(vectors, dtype=np.float32)
         rows = [(spec, side, key, int(v.shape[0]), v.tobytes()) for key, v in zip(keys, vectors)]
-        with self._lock, self._conn:
+        with cache_errors(self.path), self._lock, self._conn:
             self._conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
 
     def count(self, spec: str | None = None) -> int:
         """Number of stored vectors (for one spec, or all)."""
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             if spec is None:
                 return int(self._conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0])
             return int(self._conn.execute("SELECT COUNT(*) FROM embeddings WHERE spec = ?",
@@ -98,13 +99,13 @@ class EmbeddingCache:
 
     def summary(self) -> list[dict[str, object]]:
         """Stored vectors per ``(spec, side)``: ``[{"spec", "side", "dim", "entries"}, ...]``."""
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             rows = self._conn.execute("SELECT spec, side, dim, COUNT(*) FROM embeddings "
                                       "GROUP BY spec, side, dim ORDER BY spec, side").fetchall()
         return [{"spec": s, "side": side, "dim": int(d), "entries": int(n)} for s, side, d, n in rows]
 
     def close(self) -> None:
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             self._conn.close()
 
 

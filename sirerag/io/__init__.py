@@ -1,24 +1,34 @@
-"""Reading and writing: JSONL/NPY/JSON files written atomically, manifests, corpora."""
+"""Reading and writing: JSONL/NPY/JSON files written atomically, manifests, corpora, locks."""
 from __future__ import annotations
 
 from sirerag.io.files import (
-    FORMAT_VERSION,
     atomic_dir,
     atomic_path,
+    damaged,
     load_npy,
     read_json,
     read_jsonl,
-    read_manifest,
     save_npy,
     write_json,
     write_jsonl,
+)
+from sirerag.io.lock import index_lock
+from sirerag.io.manifest import (
+    FORMAT_VERSION,
+    MANIFEST,
+    check_files,
+    read_manifest,
     write_manifest,
 )
 
 __all__ = [
     "FORMAT_VERSION",
+    "MANIFEST",
     "atomic_dir",
     "atomic_path",
+    "check_files",
+    "damaged",
+    "index_lock",
     "load_npy",
     "read_json",
     "read_jsonl",

@@ -8,21 +8,49 @@ nothing is pickled.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import errno
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from sirerag import __version__
 from sirerag.errors import IndexFormatError, InputError
 
-#: Version of the index directory layout; bump on incompatible changes.
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
+
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+except OSError:  # pragma: no cover - no C library to load
+    _LIBC = None
+
+
+def _unique_sibling(path: Path, tag: str, make: Callable[[Path], None]) -> Path:
+    """Create a new file or folder ``.<name>.<tag>-<random>`` beside ``path`` with ``make``."""
+    for _ in range(100):
+        candidate = path.with_name(f".{path.name}.{tag}-{secrets.token_hex(4)}")
+        try:
+            make(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary name beside {path}")  # pragma: no cover
+
+
+def _new_file(path: Path) -> None:
+    # the mode is filtered by the process umask in the kernel: no umask read or write here
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+
+
+def make_temp_dir(path: str | Path, tag: str = "tmp") -> Path:
+    """A new empty folder beside ``path`` (same file system, so it can be renamed over it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _unique_sibling(path, tag, lambda p: os.mkdir(p, 0o777))
 
 
 @contextlib.contextmanager
@@ -30,41 +58,60 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _unique_sibling(path, "tmp", _new_file)
     try:
         yield tmp_path
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    func = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
+    if func is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if func(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False  # not supported by this kernel or file system
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def swap_dir(new: Path, path: Path) -> Path | None:
+    """Put the folder ``new`` at ``path`` so that a reader of ``path`` sees the old folder or
+    the new one, never neither where the platform allows it (an atomic exchange on Linux).
+
+    Returns where the old folder now is (``new``'s name, or an ``.old-`` sibling), or None
+    when ``path`` did not exist; the caller deletes it.
+    """
+    if not path.exists():
+        os.rename(new, path)
+        return None
+    if _exchange(new, path):
+        return new
+    old = path.with_name(f".{path.name}.old-{secrets.token_hex(4)}")
+    os.rename(path, old)  # fallback: a short moment without ``path``
+    os.replace(new, path)
+    return old
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``path``; on success it replaces ``path`` (an existing
-    folder is renamed away first, then deleted). On failure ``path`` is left as it was."""
+    """Yield a temporary folder beside ``path``; on success it replaces ``path`` in one swap
+    (the old folder is deleted after). On failure ``path`` is left as it was."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp = make_temp_dir(path)
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; give it the usual mode
         yield tmp
-        old = path.with_name(f".{path.name}.old-{os.getpid()}")
-        if path.exists():
-            os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        old = swap_dir(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
@@ -131,30 +178,32 @@ def save_npy(path: str | Path, array: np.ndarray) -> None:
         np.save(fh, array, allow_pickle=False)
 
 
-def load_npy(path: str | Path, *, mmap: bool = False) -> np.ndarray:
+def load_npy(path: str | Path, *, mmap: bool = False, index: str | Path | None = None) -> np.ndarray:
+    """Load a numeric ``.npy`` array (never pickled objects).
+
+    Raises:
+        IndexFormatError: the file is missing, truncated, not an ``.npy`` array or holds
+            Python objects; the message names the file and, with ``index``, how to check it.
+    """
     path = Path(path)
     if not path.is_file():
-        raise IndexFormatError(f"array file not found: {path}")
-    return np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+        raise IndexFormatError(damaged(path, "array file is missing", index))
+    try:
+        array = np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+    except ValueError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "pickle" in reason:  # numpy's wording for anything without the .npy header
+            reason = "not a numeric .npy array (no .npy header: random bytes, or pickled objects)"
+        raise IndexFormatError(damaged(path, f"damaged array file: {reason}", index)) from exc
+    except (EOFError, OSError) as exc:
+        raise IndexFormatError(damaged(path, f"damaged array file: {type(exc).__name__}: {exc}", index)) from exc
+    if not isinstance(array, np.ndarray):
+        raise IndexFormatError(damaged(path, f"expected one .npy array, got {type(array).__name__}", index))
+    return array
 
 
-def write_manifest(directory: str | Path, **content: Any) -> dict[str, Any]:
-    """Write ``manifest.json`` with the format and package versions stamped first."""
-    manifest = {"format_version": FORMAT_VERSION, "sirerag_version": __version__, **content}
-    write_json(Path(directory) / MANIFEST, manifest)
-    return manifest
-
-
-def read_manifest(directory: str | Path) -> dict[str, Any]:
-    """Read and check ``manifest.json``; raises :class:`IndexFormatError` on a missing or newer format."""
-    path = Path(directory) / MANIFEST
-    if not path.is_file():
-        raise IndexFormatError(f"{directory} is not a sirerag index: {MANIFEST} is missing")
-    manifest = read_json(path)
-    version = manifest.get("format_version") if isinstance(manifest, dict) else None
-    if version != FORMAT_VERSION:
-        raise IndexFormatError(
-            f"{path}: format_version {version!r} is not supported by sirerag {__version__} "
-            f"(reads format {FORMAT_VERSION}); rebuild the index with this version"
-        )
-    return manifest
+def damaged(path: str | Path, what: str, index: str | Path | None = None) -> str:
+    """The message for a damaged index file: the file, what is wrong and what to do."""
+    fix = f"rebuild the index (sirerag build) or check it with: sirerag verify {index}" if index is not None \
+        else "rebuild the index (sirerag build) or check it with sirerag verify"
+    return f"{path}: {what}; {fix}"

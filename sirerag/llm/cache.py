@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from sirerag.io.sqlite import cache_errors
 from sirerag.llm.accounting import UsageLedger
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest
 
@@ -85,14 +86,14 @@ class CallCache:
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(self.path), timeout=60.0, check_same_thread=False,
                                      isolation_level=None)
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SCHEMA)
             self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
 
     def get(self, key: str) -> Completion | None:
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             row = self._conn.execute(
                 "SELECT text, finish_reason, prompt_tokens, completion_tokens FROM calls WHERE key = ?", (key,)
             ).fetchone()
@@ -105,7 +106,7 @@ class CallCache:
         record = json.dumps({"messages": [list(m) for m in request.messages], "max_tokens": request.max_tokens,
                              "temperature": request.temperature, "json_mode": request.json_mode},
                             ensure_ascii=False)
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, spec, request.prompt_version, record, completion.text, completion.finish_reason,
@@ -113,13 +114,13 @@ class CallCache:
             )
 
     def start_run(self, spec: str) -> int:
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             cur = self._conn.execute("INSERT INTO runs (started, spec) VALUES (?, ?)", (time.time(), spec))
             return int(cur.lastrowid)
 
     def count(self, run_id: int, *, hits: int = 0, misses: int = 0, failures: int = 0,
               prompt_tokens: int = 0, completion_tokens: int = 0) -> None:
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             self._conn.execute(
                 "UPDATE runs SET hits = hits + ?, misses = misses + ?, failures = failures + ?, "
                 "prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ? WHERE id = ?",
@@ -133,7 +134,7 @@ class CallCache:
         args: tuple = ()
         if prompt_version is not None:
             sql, args = sql + " WHERE prompt_version = ?", (prompt_version,)
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             rows = self._conn.execute(sql + " ORDER BY created", args).fetchall()
         for spec, version, request, text, p, c in rows:
             yield {"spec": spec, "prompt_version": version, "request": json.loads(request), "text": text,
@@ -142,7 +143,7 @@ class CallCache:
     def stats(self) -> dict[str, Any]:
         """Entries and stored tokens by spec and prompt version; hits/misses summed over runs
         and for the latest run."""
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             by = self._conn.execute(
                 "SELECT spec, prompt_version, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) "
                 "FROM calls GROUP BY spec, prompt_version ORDER BY spec, prompt_version").fetchall()
@@ -169,7 +170,7 @@ class CallCache:
         return out
 
     def close(self) -> None:
-        with self._lock:
+        with cache_errors(self.path), self._lock:
             self._conn.close()
 
 

@@ -5,18 +5,23 @@ relatedness tree) -> pool -> (entity graph) -> index directory.
 
 Every model call goes through the on-disk caches under ``cache_dir`` (by default
 ``<out>/cache``), so a killed build resumes and pays only for what is missing.
+The index files are written into a staging folder beside ``out`` that replaces it in
+one swap, under ``out``'s write lock (:func:`sirerag.io.staging.staged_index`); the
+default cache stays in ``out`` during the build and moves into the new index at the swap.
 """
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 
 from sirerag.config import BuildConfig
+from sirerag.errors import ConfigError
 from sirerag.io import write_manifest
+from sirerag.io.staging import staged_index
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_pool, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.types import Document, Pool
@@ -24,7 +29,7 @@ from sirerag.types import Document, Pool
 logger = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildReport:
     """What a build did: counts, timings (seconds) and the components it used."""
 
@@ -32,6 +37,10 @@ class BuildReport:
     counts: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     components: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data."""
+        return {"out": str(self.out), "counts": self.counts, "timings": self.timings, "components": self.components}
 
 
 class _Timer:
@@ -79,23 +88,44 @@ def build_index(
         A :class:`BuildReport` with counts and stage timings.
 
     Raises:
-        ConfigError: a setting is invalid (nothing is computed).
+        ConfigError: a setting is invalid (nothing is computed), or ``out`` may not be
+            replaced (not a sirerag index, holds other files, ``/``, home, current folder).
+        IndexLockedError: another process is writing ``out``.
         InputError: the corpus is invalid (the message names file and line).
     """
+    config = (config or BuildConfig()).validate()
+    out = Path(out)
+    cache = Path(cache_dir) if cache_dir is not None else out / "cache"
+    with staged_index(out, keep=_kept_folders(out, cache)) as stage:
+        report = _build(corpus, stage, config, cache, show_progress)
+    logger.info("index written to %s (%d pool entries)", out, report.counts["pool"]["entries"])
+    return replace(report, out=out)
+
+
+def _kept_folders(out: Path, cache: Path) -> tuple[str, ...]:
+    """``cache`` and, when the cache folder is inside ``out``, its top folder there."""
+    try:
+        rel = cache.absolute().relative_to(out.absolute())
+    except ValueError:
+        return ("cache",)
+    if not rel.parts:
+        raise ConfigError(f"--cache {cache} is the index folder itself; use a folder inside it or elsewhere")
+    return tuple(dict.fromkeys(("cache", rel.parts[0])))
+
+
+def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConfig, cache: Path,
+           show_progress: bool) -> BuildReport:
+    """Run every stage, writing the index files into ``out`` (the staging folder)."""
     from sirerag.chunking import chunk_documents
     from sirerag.embedding import load_embedder
     from sirerag.io.corpus import load_corpus
     from sirerag.trees.similarity import build_similarity_tree, leaves_from_chunks
 
-    config = (config or BuildConfig()).validate()
-    out = Path(out)
-    cache = Path(cache_dir) if cache_dir is not None else out / "cache"
     report = BuildReport(out=out)
 
     with _Timer(report, "load"):
         documents = list(corpus) if not isinstance(corpus, (str, Path)) else load_corpus(corpus)
         chunks = chunk_documents(documents, config.chunking)
-    out.mkdir(parents=True, exist_ok=True)
     save_records(out, DOCUMENTS, documents)
     save_records(out, CHUNKS, chunks)
     report.counts.update(documents=len(documents), chunks=len(chunks))
@@ -103,6 +133,7 @@ def build_index(
     embedder = load_embedder(config.embedder.spec, batch_size=config.embedder.batch_size,
                              cache_dir=cache / "embeddings", show_progress=show_progress)
     llm = _load_llm(config, cache)
+    opened = [embedder, llm]
     summarizer = make_summarizer(config, llm, show_progress=show_progress)
     report.components.update(embedder={"spec": embedder.spec, "load_spec": config.embedder.spec,
                                        "dim": embedder.dim},
@@ -128,8 +159,8 @@ def build_index(
         from sirerag.extraction import extract
 
         with _Timer(report, "extraction"):
-            extraction = extract(chunks, documents, config=config.extraction,
-                                 llm=_load_llm(config, cache, extraction=True), out=out,
+            opened.append(_load_llm(config, cache, extraction=True))
+            extraction = extract(chunks, documents, config=config.extraction, llm=opened[-1], out=out,
                                  show_progress=show_progress)
         propositions = list(extraction.propositions)
         save_records(out, PROPOSITIONS, propositions)
@@ -161,8 +192,15 @@ def build_index(
     write_manifest(out, config=config.to_dict(), corpus={"documents": len(documents)},
                    components=components, **report.components, counts=report.counts,
                    timings=report.timings)
-    logger.info("index written to %s (%d pool entries)", out, len(pool))
+    _close_caches(opened)  # the default cache folder moves into the new index next
     return report
+
+
+def _close_caches(models: Sequence[Any]) -> None:
+    for model in models:
+        close = getattr(getattr(model, "cache", None), "close", None)
+        if close is not None:
+            close()
 
 
 def _load_llm(config: BuildConfig, cache: Path, *, extraction: bool = False):  # noqa: ANN202

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.errors import check
+from sirerag.errors import IndexFormatError, check
 from sirerag.export import collection_text, write_collection
-from sirerag.io import atomic_dir, read_json, read_manifest, write_json
+from sirerag.io import atomic_dir, index_lock, read_json, read_manifest, write_json
 from sirerag.pool import Index, load_index, register_component
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
@@ -64,6 +64,10 @@ def _slug(key: str) -> str:
 
 def _as_index(index: Index | str | Path) -> Index:
     return index if isinstance(index, Index) else load_index(index)
+
+
+def _core_files(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in manifest.get("files", {}).items() if not k.startswith(f"{COMPONENT}/")}
 
 
 def colbert_indexes(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -109,36 +113,39 @@ def build_colbert_index(
     check(len(index.pool) > 0, "index", str(index.path), "an index with at least one pool entry")
     local = resolve_checkpoint(checkpoint)
     key = checkpoint_key(checkpoint)
-    root = index.path.resolve() / COMPONENT  # absolute: the worker runs in another directory
-    root.mkdir(parents=True, exist_ok=True)
-    entry_ids = [e.id for e in index.pool.entries]
-    final = root / _slug(key)
-    start = time.perf_counter()
-    logger.info("building the ColBERT index of %d entries with %s (nbits=%d, doc_maxlen=%d)",
-                len(entry_ids), checkpoint, nbits, doc_maxlen)
-    with atomic_dir(final) as build_dir:
-        worker = WorkerClient(cwd=build_dir)
-        try:
-            write_collection(build_dir / COLLECTION, [e.text for e in index.pool.entries])
-            write_json(build_dir / ENTRY_IDS, entry_ids)
-            stats = worker.call("build", {
-                "checkpoint": str(local), "collection": str(build_dir / COLLECTION), "out": str(build_dir),
-                "name": PLAID, "nbits": nbits, "doc_maxlen": doc_maxlen, "kmeans_niters": kmeans_niters,
-            }, timeout=timeout)
-            worker.close()
-        finally:
-            worker.kill()
-    seconds = round(time.perf_counter() - start, 2)
-    record = {
-        "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "nbits": nbits, "doc_maxlen": doc_maxlen,
-        "kmeans_niters": kmeans_niters, "entries": len(entry_ids), "entries_sha1": entries_fingerprint(entry_ids),
-        "colbert_ai": version, "build_seconds": seconds, **stats,
-    }
-    indexes = colbert_indexes(read_manifest(index.path))
-    indexes[key] = record
-    manifest = register_component(index.path, COMPONENT, path=COMPONENT, type="colbert-plaid", indexes=indexes)
-    index.manifest.clear()
-    index.manifest.update(manifest)
+    with index_lock(index.path, "colbert index"):  # it writes into the index: one writer at a time
+        if _core_files(read_manifest(index.path)) != _core_files(index.manifest):
+            raise IndexFormatError(f"{index.path} was rebuilt since it was loaded; load it again")
+        root = index.path.resolve() / COMPONENT  # absolute: the worker runs in another directory
+        root.mkdir(parents=True, exist_ok=True)
+        entry_ids = [e.id for e in index.pool.entries]
+        final = root / _slug(key)
+        start = time.perf_counter()
+        logger.info("building the ColBERT index of %d entries with %s (nbits=%d, doc_maxlen=%d)",
+                    len(entry_ids), checkpoint, nbits, doc_maxlen)
+        with atomic_dir(final) as build_dir:
+            worker = WorkerClient(cwd=build_dir)
+            try:
+                write_collection(build_dir / COLLECTION, [e.text for e in index.pool.entries])
+                write_json(build_dir / ENTRY_IDS, entry_ids)
+                stats = worker.call("build", {
+                    "checkpoint": str(local), "collection": str(build_dir / COLLECTION), "out": str(build_dir),
+                    "name": PLAID, "nbits": nbits, "doc_maxlen": doc_maxlen, "kmeans_niters": kmeans_niters,
+                }, timeout=timeout)
+                worker.close()
+            finally:
+                worker.kill()
+        seconds = round(time.perf_counter() - start, 2)
+        record = {
+            "path": f"{COMPONENT}/{final.name}", "checkpoint": key, "nbits": nbits, "doc_maxlen": doc_maxlen,
+            "kmeans_niters": kmeans_niters, "entries": len(entry_ids), "entries_sha1": entries_fingerprint(entry_ids),
+            "colbert_ai": version, "build_seconds": seconds, **stats,
+        }
+        indexes = colbert_indexes(read_manifest(index.path))
+        indexes[key] = record
+        manifest = register_component(index.path, COMPONENT, path=COMPONENT, type="colbert-plaid", indexes=indexes)
+        index.manifest.clear()
+        index.manifest.update(manifest)
     if stats.get("truncated"):
         logger.warning("%d of %d entries are longer than doc_maxlen=%d tokens and were truncated",
                        stats["truncated"], len(entry_ids), doc_maxlen)

@@ -1,0 +1,203 @@
+"""A rebuild killed with SIGKILL at every stage boundary, mid-stage and mid-commit leaves the
+old index loadable and consistent, keeps the cache, and the rerun is byte-identical to a clean
+build; two builds into one folder: one wins, the other gets the lock message; a reader polling
+``load_index`` during a rebuild never sees a mix (issue 11).
+
+Builds run as subprocesses of ``python -c DRIVER``: the driver replaces the build's stage
+timer and the commit's ``checkpoint`` with a hook that prints ``STOPPED AT <point>`` and
+sleeps at the named point; the test then kills it. Nothing here is timed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from sirerag.cli.main import main
+from sirerag.errors import IndexFormatError
+from sirerag.pipeline.verify import verify_index
+from sirerag.pool import load_index
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+DRIVER = r"""
+import sys, time
+stop = sys.argv[1]
+
+def halt(point):
+    if point == stop:
+        print("STOPPED AT", point, flush=True)
+        time.sleep(3600)
+
+import sirerag.io.staging as staging
+import sirerag.pipeline.build as build
+from sirerag.embedding.cache import EmbeddingCache
+
+enter = build._Timer.__enter__
+build._Timer.__enter__ = lambda self: (halt("stage:" + self.name), enter(self))[1]
+staging.checkpoint = lambda point: halt("commit:" + point)
+put, save_pool = EmbeddingCache.put, build.save_pool
+EmbeddingCache.put = lambda self, *a, **k: (put(self, *a, **k), halt("mid:embed"))[0]
+build.save_pool = lambda *a, **k: (save_pool(*a, **k), halt("mid:write"))[0]
+from sirerag.cli.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+KILL_POINTS = ["stage:load", "mid:embed", "stage:embed_leaves", "stage:similarity_tree", "stage:extraction",
+               "stage:relatedness_tree", "mid:write", "commit:carry", "commit:swap"]
+SETTINGS = ["--quiet", "--seed", "7"]
+
+
+def _corpus(path: Path, start: int, n: int = 30) -> Path:
+    lines = (ROOT / "data" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[start:start + n]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _start(corpus: Path, out: Path, stop: str = "never") -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty build never blocks on it
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, stop, "build", str(corpus), "--out", str(out), *SETTINGS],
+                            stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
+    proc.errfile = err  # type: ignore[attr-defined]
+    return proc
+
+
+def _stderr(proc: subprocess.Popen) -> str:
+    proc.errfile.seek(0)
+    return proc.errfile.read().decode("utf-8", "replace")
+
+
+def _stop_at(proc: subprocess.Popen, point: str) -> None:
+    """Wait until the build reports it is sleeping at ``point`` (it would exit otherwise)."""
+    line = proc.stdout.readline()
+    assert line.strip() == f"STOPPED AT {point}", (line, _stderr(proc) if proc.poll() is not None else "")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    proc.errfile.close()
+
+
+def _untimed(value: object) -> object:
+    """``value`` without the measured times (``timings``, ``seconds``, ``cpu_seconds_*``, ...)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if "seconds" not in k and k != "timings"}
+    return [_untimed(v) for v in value] if isinstance(value, list) else value
+
+
+def _snapshot(index: Path) -> dict[str, bytes]:
+    """Every file of an index but the cache; the manifest without its measured times."""
+    files = {p.relative_to(index).as_posix(): p.read_bytes() for p in sorted(index.rglob("*"))
+             if p.is_file() and p.relative_to(index).parts[0] != "cache"}
+    manifest = json.loads(files.pop("manifest.json"))
+    files["manifest.json"] = json.dumps(_untimed(manifest), sort_keys=True).encode()
+    return files
+
+
+def _consistent(index: Path) -> set[str]:
+    """Load the index, check it completely; returns its document ids."""
+    loaded = load_index(index)
+    verify_index(index)
+    docs = {d.id for d in loaded.documents()}
+    assert all(p in docs for e in loaded.pool.entries for p in e.passages)
+    return docs
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kills")
+    old, new = _corpus(root / "old.jsonl", 0), _corpus(root / "new.jsonl", 30)
+    reference = root / "reference"  # one clean build of the new corpus, shared by every check
+    assert main(["build", str(new), "--out", str(reference), *SETTINGS]) == 0
+    return root, old, new, _snapshot(reference)
+
+
+class _Reader(threading.Thread):
+    """Polls ``load_index`` + ``documents()`` and checks every read's documents against its entries."""
+
+    def __init__(self, index: Path, corpora: dict[str, set[str]]) -> None:
+        super().__init__(daemon=True)
+        self.index, self.corpora = index, corpora
+        self.seen = dict.fromkeys([*corpora, "reloaded"], 0)
+        self.failures: list[BaseException] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.done.is_set():
+                try:
+                    loaded = load_index(self.index)
+                    docs = {d.id for d in loaded.documents()}
+                except IndexFormatError as exc:  # swapped between load and documents(): an error, not a mix
+                    assert "was rebuilt since it was loaded" in str(exc), exc
+                    self.seen["reloaded"] += 1
+                    continue
+                name = next(n for n, ids in self.corpora.items() if ids == docs)  # StopIteration: a mix
+                assert {p for e in loaded.pool.entries for p in e.passages} <= docs
+                self.seen[name] += 1
+                self.done.wait(0.05)  # pacing only: leave the build its share of the CPU
+        except BaseException as exc:  # reported by the test
+            self.failures.append(exc)
+
+    def stop(self) -> dict[str, int]:
+        self.done.set()
+        self.join()
+        assert not self.failures, self.failures
+        return self.seen
+
+
+def _ids(corpus: Path) -> set[str]:
+    return {json.loads(line)["id"] for line in corpus.read_text().splitlines()}
+
+
+def test_killed_rebuilds_leave_the_old_index_and_resume_byte_identical(corpora):
+    """The kill matrix; a reader polls the index all along and never sees a mix."""
+    root, old, new, reference = corpora
+    index = root / "index"
+    assert main(["build", str(old), "--out", str(index), *SETTINGS]) == 0
+    old_snapshot, old_docs = _snapshot(index), _consistent(index)
+    reader = _Reader(index, {"old": _ids(old), "new": _ids(new)})
+    reader.start()
+    for point in KILL_POINTS:
+        proc = _start(new, index, point)
+        _stop_at(proc, point)
+        assert _consistent(index) == old_docs, point  # during the run
+        _kill(proc)
+        assert _snapshot(index) == old_snapshot, point  # after the kill: the old index, untouched
+        assert _consistent(index) == old_docs
+        assert (index / "cache" / "embeddings").is_dir() or point == "commit:swap", point
+    proc = _start(new, index, "commit:swapped")  # killed after the swap: the new index is complete
+    _stop_at(proc, "commit:swapped")
+    _kill(proc)
+    assert _snapshot(index) == reference and (index / "cache" / "embeddings").is_dir()
+    seen = reader.stop()
+    assert seen["old"] > 0 and seen["new"] > 0, seen
+    assert _consistent(index) == _ids(new)
+    proc = _start(new, index)  # the rerun cleans up what the kills left and rewrites the same index
+    assert proc.wait() == 0, _stderr(proc)
+    proc.stdout.close(), proc.errfile.close()
+    assert _snapshot(index) == reference
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".index")) == [".index.lock"]
+    assert (index / "cache" / "embeddings").is_dir()
+
+
+def test_two_builds_into_one_folder_one_gets_the_lock_message(corpora, capsys):
+    root, old, new, _ = corpora
+    index = root / "contended"
+    proc = _start(old, index, "stage:embed_leaves")
+    _stop_at(proc, "stage:embed_leaves")
+    assert main(["build", str(new), "--out", str(index), *SETTINGS]) == 1
+    err = capsys.readouterr().err
+    assert f"{index} is being written by pid {proc.pid} (started " in err
+    _kill(proc)
+    assert not index.joinpath("manifest.json").exists()  # nothing was committed
