@@ -6,7 +6,8 @@ port once per test process and stops it at exit. Tests that need it are skipped
 with a reason when llama-cpp-python is not installed.
 
 ``FlakyServer`` speaks just enough of the chat completions API to exercise the
-retry policy: what it does for a request is chosen by a tag in the user message.
+retry policy: what it does for a request is chosen by a tag in the user message. Given a
+``reply`` function it is also a deterministic stand-in for a model (the QA reader tests).
 ``EmbeddingServer`` answers ``POST /v1/embeddings`` with small vectors derived from
 the text, so a build can run without a model.
 """
@@ -23,6 +24,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -67,12 +69,18 @@ class FlakyServer:
     Tags in the last user message choose the behaviour:
     ``[fail:CODE:N:ID]`` answers HTTP CODE the first N times request ID is seen, then succeeds;
     ``[always:CODE]`` always answers CODE; ``[sleep:S]`` waits S seconds before answering;
-    ``[echo-auth]`` fails with 401 quoting the Authorization header it received.
-    A success echoes the message back as the completion. ``seen`` counts requests per tag,
-    ``max_in_flight`` the most requests handled at once.
+    ``[echo-auth]`` fails with 401 quoting the Authorization header it received;
+    ``[gate:N]`` holds each request until N of them are in flight together (or answers 503
+    after 30 s), which proves concurrency without timing anything.
+    A success echoes the message back as the completion, or answers ``reply(body)`` when a
+    ``reply`` function is given. ``seen`` counts requests per message, ``bodies`` keeps every
+    request body, ``max_in_flight`` is the most requests handled at once.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, reply: Callable[[dict], str] | None = None) -> None:
+        self.reply = reply
+        self.bodies: list[dict] = []
+        self.barriers: dict[int, threading.Barrier] = {}
         self.seen: dict[str, int] = {}
         self.auth: list[str] = []
         self.in_flight = 0
@@ -91,6 +99,7 @@ class FlakyServer:
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                     outer.seen[message] = outer.seen.get(message, 0) + 1
+                    outer.bodies.append(body)
                     count = outer.seen[message]
                     outer.auth.append(self.headers.get("Authorization", ""))
                 try:
@@ -102,6 +111,14 @@ class FlakyServer:
             def _answer(self, message: str, count: int, body: dict) -> None:
                 if "[sleep:" in message:
                     time.sleep(float(message.split("[sleep:")[1].split("]")[0]))
+                if "[gate:" in message:
+                    parties = int(message.split("[gate:")[1].split("]")[0])
+                    with outer.lock:
+                        barrier = outer.barriers.setdefault(parties, threading.Barrier(parties))
+                    try:
+                        barrier.wait(timeout=30)
+                    except threading.BrokenBarrierError:
+                        return self._error(503, f"fewer than {parties} requests arrived together")
                 if "[fail:" in message:
                     code, times = message.split("[fail:")[1].split("]")[0].split(":")[:2]
                     if count <= int(times):
@@ -112,7 +129,8 @@ class FlakyServer:
                     return self._error(401, f"invalid key in header {self.headers.get('Authorization')}")
                 reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                          "choices": [{"index": 0, "finish_reason": "stop",
-                                      "message": {"role": "assistant", "content": f"echo: {message}"}}],
+                                      "message": {"role": "assistant",
+                                                  "content": outer.reply(body) if outer.reply else f"echo: {message}"}}],
                          "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
                 self._send(200, reply)
 

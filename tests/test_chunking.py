@@ -11,7 +11,8 @@ from sirerag.io.corpus import load_corpus
 from sirerag.tokens import count_tokens
 from sirerag.types import Chunk, Document
 
-BENCH = Path("/work/shared/bench/musique/corpus.jsonl")
+# shared data sits beside the repository: ../shared/bench relative to its root
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench" / "musique" / "corpus.jsonl"
 
 TEXT = (
     "Dr. Smith moved to St. Louis in 1901. He met J. R. R. Tolkien there, e.g. at a dinner! "

@@ -52,7 +52,7 @@ def blobs():
 @pytest.fixture(scope="module")
 def blob_clusters(blobs):
     points, _ = blobs
-    stats = ClusterStats()
+    stats = ClusterStats(keep_reduced=True)
     return cluster(points, [20] * len(points), config=CONFIG, random_state=224, stats=stats), stats
 
 
@@ -63,8 +63,30 @@ def test_recovers_planted_clusters(blobs, blob_clusters) -> None:
     clusters, stats = blob_clusters
     assert_valid(clusters, len(points))
     assert adjusted_rand_score(truth, labels_of(clusters, len(points))) > 0.95
-    assert stats.searches[0][2] == 8  # BIC chose the planted count
-    assert stats.umap_fits == 1 and stats.gmm_fits < stats.searches[0][1]  # the fast search skipped k
+    # The exact k is not asserted here: after UMAP, BIC(8) and BIC(9) are close and which one
+    # wins depends on the installed UMAP/numba/BLAS (9 was seen on another machine). What our
+    # code guarantees is that it keeps the lowest BIC among the k it evaluated ...
+    (n, k_max, chosen), bics = stats.searches[0], stats.bics[0]
+    assert n == len(points) and chosen == min(bics, key=lambda k: (bics[k], k))
+    # ... and that the fast search skipped some k
+    assert stats.umap_fits == 1 and stats.gmm_fits == len(bics) < k_max
+
+
+def test_bic_picks_the_planted_k_by_a_wide_margin() -> None:
+    """Without UMAP, on blobs far apart, BIC's choice is not a close call: every other k is
+    worse by more than 10 (a likelihood ratio above e^5), whatever the seed."""
+    from sirerag.clustering.gmm import best_mixture
+
+    rng = np.random.default_rng(0)
+    centers = np.array([[0, 0], [40, 0], [0, 40], [40, 40]], dtype=float)
+    points = np.vstack([c + rng.normal(size=(40, 2)) for c in centers]).astype(np.float32)
+    for seed in (0, 1, 224):
+        stats = ClusterStats(keep_reduced=True)
+        model = best_mixture(points, 8, seed, search="exhaustive", stats=stats)
+        bics = stats.bics[0]
+        assert model.n_components == 4 and sorted(bics) == list(range(1, 9))
+        margin = min(v for k, v in bics.items() if k != 4) - bics[4]
+        assert margin > 10, (seed, bics)  # measured 17.5 to 27.7
 
 
 def test_same_seed_same_clusters_other_seed_same_structure(blobs, blob_clusters) -> None:
@@ -85,7 +107,10 @@ def test_local_step_refines_within_global_clusters() -> None:
     stats = ClusterStats()
     clusters = cluster(points, [20] * len(points), config=CONFIG, random_state=224, stats=stats)
     assert_valid(clusters, len(points))
-    assert stats.searches[0][2] == 4 and stats.umap_fits == 5  # global + one local per blob
+    # one UMAP per BIC search: the global one, then one local step per global cluster; the
+    # global k itself is UMAP/BIC's call (see test_recovers_planted_clusters), so not asserted
+    assert stats.umap_fits == len(stats.searches) > 1
+    assert all(n < len(points) for n, _, _ in stats.searches[1:])  # the local steps ran inside clusters
     # soft clusters may overlap; check each one lies inside a single planted blob
     for members in clusters:
         assert len(set(truth[members])) == 1

@@ -10,7 +10,8 @@ from sirerag.errors import InputError
 from sirerag.io.corpus import load_corpus
 from sirerag.types import document_id
 
-BENCH = Path("/work/shared/bench/musique/corpus.jsonl")
+# shared data sits beside the repository: ../shared/bench relative to its root
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench" / "musique" / "corpus.jsonl"
 
 
 def _jsonl(path: Path, rows: list) -> Path:

@@ -4,8 +4,15 @@
 HotpotQA) with their entities annotated by hand (guideline in docs/relatedness.md).
 ``split="dev"`` sentences were in view while the rules were written; ``split="heldout"``
 were annotated afterwards and scored blind once (P 0.84 / R 0.85) before the generic
-fixes that followed. Current figures (title hint given): all 0.937/0.949, held-out
-0.933/0.925. The floors below sit a few points under them.
+fixes that followed, so they are no longer unseen. Current figures (title hint given):
+all 0.937/0.949, held-out 0.933/0.925.
+
+``tests/data/tagger_fresh.jsonl`` is the honest held-out set: 27 further sentences (9 per
+corpus, drawn with a fixed seed from passages not in the first file), annotated by hand
+with the same guideline without looking at the tagger's output, then scored once:
+P 0.950 / R 0.932 with the title hint, 0.931 / 0.922 without (103 entities). Never tune
+the tagger on it; if a change drops it below its floor, the change is what to look at.
+The floors below sit a few points under the measured figures.
 """
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ from sirerag.extraction.offline import title_hint
 from sirerag.extraction.tagger import EntityTagger, tag_entities
 
 GOLD = Path(__file__).parent / "data" / "tagger_gold.jsonl"
+FRESH = Path(__file__).parent / "data" / "tagger_fresh.jsonl"
 
 
 def score(rows: list[dict], tagger: EntityTagger, *, hints: bool) -> tuple[float, float]:
@@ -40,12 +48,24 @@ def gold() -> list[dict]:
 def test_precision_recall_floor_on_benchmark_sentences(gold: list[dict]) -> None:
     tagger = EntityTagger()
     precision, recall = score(gold, tagger, hints=True)
-    assert precision >= 0.88 and recall >= 0.90, (precision, recall)
+    assert precision >= 0.91 and recall >= 0.92, (precision, recall)  # measured 0.937 / 0.949
     precision, recall = score(gold, tagger, hints=False)
-    assert precision >= 0.87 and recall >= 0.89, (precision, recall)
-    heldout = [r for r in gold if r["split"] == "heldout"]
+    assert precision >= 0.90 and recall >= 0.91, (precision, recall)  # measured 0.922 / 0.940
+    heldout = [r for r in gold if r["split"] == "heldout"]  # seen while fixing the rules: a regression floor
     precision, recall = score(heldout, tagger, hints=True)
-    assert precision >= 0.86 and recall >= 0.86, (precision, recall)
+    assert precision >= 0.90 and recall >= 0.89, (precision, recall)
+
+
+def test_precision_recall_floor_on_fresh_sentences() -> None:
+    rows = [json.loads(line) for line in FRESH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(rows) == 27 and {r["split"] for r in rows} == {"fresh"}
+    gold_ids = {json.loads(line)["passage_id"] for line in GOLD.read_text(encoding="utf-8").splitlines() if line}
+    assert gold_ids.isdisjoint(r["passage_id"] for r in rows)
+    tagger = EntityTagger()
+    precision, recall = score(rows, tagger, hints=True)
+    assert precision >= 0.92 and recall >= 0.90, (precision, recall)  # measured 0.950 / 0.932
+    precision, recall = score(rows, tagger, hints=False)
+    assert precision >= 0.90 and recall >= 0.89, (precision, recall)  # measured 0.931 / 0.922
 
 
 @pytest.mark.parametrize("sentence", [

@@ -102,13 +102,13 @@ def test_empty_groups_give_empty_summaries() -> None:
     assert ExtractiveSummarizer().summarize([["It is what it is."]]) == ["It is what it is."]
 
 
-def test_fast_on_many_clusters(groups: list[list[str]]) -> None:
-    import time
-
-    many = groups * 40  # 320 clusters
-    start = time.perf_counter()
-    ExtractiveSummarizer(max_tokens=100).summarize(many)
-    assert time.perf_counter() - start < 30  # generous: ~2 s on an idle 2-core machine
+def test_many_clusters_in_one_call(groups: list[list[str]]) -> None:
+    # a large call (320 clusters; IDF is fitted once over the call): one summary per cluster,
+    # within budget, the same one for identical clusters. Its speed (~2 s on an idle 2-core
+    # machine) is measured by benchmarks, not asserted here.
+    many = ExtractiveSummarizer(max_tokens=100).summarize(groups * 40)
+    assert len(many) == 40 * len(groups) and all(0 < count_tokens(s) <= 100 for s in many)
+    assert many == many[:len(groups)] * 40
 
 
 def test_rejects_a_bad_budget() -> None:

@@ -1,6 +1,8 @@
 """Reciprocal-rank fusion."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sirerag.errors import ConfigError
@@ -50,7 +52,7 @@ def test_fusion_retriever_depth_and_name():
 
 def test_load_rejects_bad_names():
     for name in ("dense+", "dense+dense", "dense+nope"):
-        with pytest.raises(ConfigError):
+        with pytest.raises(ConfigError, match=re.escape(repr(name))):
             load(name, index=None)
 
 

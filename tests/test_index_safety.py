@@ -338,7 +338,7 @@ def test_build_report_is_frozen_and_serialises():
     from sirerag.pipeline.build import BuildReport
 
     report = BuildReport(out=Path("x"), counts={"documents": 1}, timings={"load": 0.1})
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'out'"):
         report.out = Path("y")  # type: ignore[misc]
     assert json.loads(json.dumps(report.to_dict())) == {"out": "x", "counts": {"documents": 1},
                                                          "timings": {"load": 0.1}, "components": {}}

@@ -27,7 +27,7 @@ def test_atomic_write_keeps_old_file_when_writer_fails(tmp_path):
         yield {"a": 2}
         raise RuntimeError("killed mid-write")
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="killed mid-write"):
         write_jsonl(target, failing())
     assert list(read_jsonl(target)) == [{"a": 1}]
     assert [p.name for p in tmp_path.iterdir()] == ["records.jsonl"]  # no temp file left behind
@@ -78,7 +78,7 @@ def test_atomic_dir_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_
     with atomic_dir(target) as tmp:
         (tmp / "a.txt").write_text("first")
     assert (target / "a.txt").read_text() == "first"
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="stop"):
         with atomic_dir(target) as tmp:
             (tmp / "a.txt").write_text("second")
             raise RuntimeError("stop")

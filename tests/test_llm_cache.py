@@ -132,7 +132,7 @@ def test_interrupted_run_resumes_paying_only_for_what_is_missing(tmp_path):
         config = LLMConfig(max_concurrency=1, timeout=5.0)
         requests = [req(f"question {i}") for i in range(7)]
         dying = StopAfter(load_llm(f"openai:m@{server.url}", config=config), n=3)
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt, match="killed"):
             CachedLLM(dying, CallCache(tmp_path)).complete_many(requests)
         assert CallCache(tmp_path).stats()["entries"] == 3
 

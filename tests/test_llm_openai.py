@@ -1,4 +1,9 @@
-"""The OpenAI-compatible backend against a real server: llama.cpp serving SmolLM2 on loopback."""
+"""The OpenAI-compatible backend against a real server: llama.cpp serving SmolLM2 on loopback.
+
+What is asserted is what the backend does with the server (usage, finish reasons, JSON mode,
+order, the cache, secrets), never what the 135M model answers: its output varies with the
+llama.cpp build. The reader's quality is measured in docs/llm.md.
+"""
 from __future__ import annotations
 
 import json
@@ -32,8 +37,7 @@ def test_completion_with_usage(url):
     llm = load_llm(f"openai:smollm2@{url}", config=LLMConfig())
     assert llm.spec == "openai:smollm2"
     out = llm.complete(ask("The Eiffel Tower is in Paris.", "In which city is the Eiffel Tower?"))
-    assert "paris" in out.text.lower()
-    assert out.prompt_tokens > 20 and 0 < out.completion_tokens <= 12
+    assert out.text == out.text.strip() and out.prompt_tokens > 20 and 0 < out.completion_tokens <= 12
     assert out.finish_reason in ("stop", "length") and not out.cached
 
 
@@ -47,13 +51,13 @@ def test_json_mode_returns_a_json_object(url):
 
 def test_concurrent_requests_come_back_in_order(url):
     llm = load_llm(f"openai:smollm2@{url}", config=LLMConfig(max_concurrency=3))
-    capitals = [("Paris", "France"), ("Rome", "Italy"), ("Madrid", "Spain"), ("Lisbon", "Portugal"),
-                ("Vienna", "Austria")]
-    requests = [ask(f"{city} is the capital of {country}.", f"What is the capital of {country}?")
-                for city, country in capitals]
+    # contexts of growing length: the prompt tokens the server counts identify each answer
+    requests = [ask(" ".join(["Paris is the capital of France."] * (i + 1)), "What is the capital of France?")
+                for i in range(5)]
     out = llm.complete_many(requests)
-    assert [city.lower() in o.text.lower() for o, (city, _) in zip(out, capitals)] == [True] * len(capitals)
-    assert llm.usage.total().calls == len(capitals)
+    counts = [o.prompt_tokens for o in out]
+    assert counts == sorted(counts) and len(set(counts)) == len(requests), counts
+    assert llm.usage.total().calls == len(requests)
 
 
 def test_summaries_through_the_server_are_cached(url, tmp_path):

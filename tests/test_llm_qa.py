@@ -1,4 +1,8 @@
-"""The QA reader and its metrics: SQuAD EM/F1 over aliases, TPQ, TPER, and a real reader run."""
+"""The QA reader and its metrics: SQuAD EM/F1 over aliases, TPQ, TPER, and the reader's plumbing
+(prompts, answer cleaning, scoring, failures, the call cache) against a scripted HTTP server.
+
+The reader's quality with a real model is a benchmark, not a test: see docs/llm.md.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -6,16 +10,8 @@ import pytest
 
 from sirerag.config import LLMConfig
 from sirerag.errors import ConfigError
-from sirerag.evaluation.qa import (
-    ReaderResult,
-    clean_answer,
-    efficiency,
-    evaluate_reader,
-    exact_match,
-    f1_score,
-    tper,
-)
-from sirerag.retrievers.bm25 import BM25Retriever
+from sirerag.evaluation.qa import ReaderResult, clean_answer, efficiency, evaluate_reader, exact_match, f1_score, tper
+from sirerag.retrievers.base import Hit
 from sirerag.types import Node, Pool
 
 
@@ -63,43 +59,86 @@ QUESTIONS = [
     {"id": "q1", "question": "Who designed the Harwick Bridge?", "answers": ["Margaret Lowe", "Lowe"]},
     {"id": "q2", "question": "In which country is the Okavango Delta?", "answers": ["Botswana"]},
     {"id": "q3", "question": "In what year was Margaret Lowe born?", "answers": ["1889"]},
+    {"id": "q4", "question": "Where is Elmford? [always:400]", "answers": ["Staffordshire"]},
 ]
+#: what the retriever ranks first for each question (entry numbers)
+RANKING = {"q1": [0, 1, 2], "q2": [4, 3, 0], "q3": [1, 0, 2], "q4": [2, 1, 0]}
+#: the scripted reader's replies, by question: raw text as a model might write it
+REPLIES = {
+    "Who designed the Harwick Bridge?": "Answer: Margaret Lowe.\nThe context says the engineer designed it.",
+    "In which country is the Okavango Delta?": "\n\nBotswana, in Africa",
+    "In what year was Margaret Lowe born?": "Elmford",
+}
+SYSTEM = "You answer questions using the given context."
+
+
+class FixedRetriever:
+    """Ranks the entries in the order of RANKING for each question."""
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        qid = next(q["id"] for q in QUESTIONS if q["question"] == query)
+        return [Hit(entry_id=f"n{i}", score=1.0 / (r + 1)) for r, i in enumerate(RANKING[qid])][:k]
+
+
+def reply(body: dict) -> str:
+    question = body["messages"][-1]["content"].split("Question: ")[1].split("\n")[0]
+    return REPLIES[question]
 
 
 @pytest.fixture(scope="module")
-def pool_and_retriever():
+def pool():
     nodes = tuple(Node(id=f"n{i}", text=t, kind="leaf", tree="similarity", level=0, passages=(f"p{i}",))
                   for i, t in enumerate(FACTS))
-    pool = Pool(entries=nodes, embeddings=np.eye(len(nodes), dtype=np.float32))
-    return pool, BM25Retriever([n.id for n in nodes], [n.text for n in nodes])
+    return Pool(entries=nodes, embeddings=np.eye(len(nodes), dtype=np.float32))
 
 
-@pytest.mark.server
-@pytest.mark.slow
-def test_reader_answers_from_retrieved_entries(pool_and_retriever, tmp_path):
-    from _llm_server import server_url
+def test_reader_plumbing_with_a_scripted_server(pool, tmp_path):
+    from _llm_server import FlakyServer
 
     from sirerag.llm.factory import load_llm
 
-    pool, retriever = pool_and_retriever
-    llm = load_llm(f"openai:smollm2@{server_url()}", config=LLMConfig(), cache_dir=tmp_path)
-    typed = evaluate_reader(pool, retriever, QUESTIONS, llm, top_k=2, show_progress=False)
-    result = typed.to_dict()  # the JSON form `sirerag eval --reader --json` writes
-    assert typed.predictions[0].id == "q1" and result["predictions"][0]["answers"] == list(typed.predictions[0].answers)
-    assert result["n_questions"] == 3 and result["n_failed"] == 0 and result["n_cached"] == 0
-    assert result["reader"] == "openai:smollm2" and result["pool_size"] == 5 and result["top_k"] == 2
-    rows = result["predictions"]
-    assert [r["id"] for r in rows] == ["q1", "q2", "q3"]
-    assert result["em"] == pytest.approx(np.mean([r["em"] for r in rows]))
-    assert result["f1"] == pytest.approx(np.mean([r["f1"] for r in rows]))
-    assert result["f1"] >= 1 / 3  # SmolLM2-135M reads at least one of these easy questions right
-    assert result["tpq"] == pytest.approx(result["retrieval_seconds"] + result["reading_seconds"])
-    assert result["tpq"] > 0
+    with FlakyServer(reply=reply) as server:
+        llm = load_llm(f"openai:reader@{server.url}", config=LLMConfig(max_retries=0), cache_dir=tmp_path)
+        typed = evaluate_reader(pool, FixedRetriever(), QUESTIONS, llm, top_k=2, show_progress=False)
+        result = typed.to_dict()  # the JSON form `sirerag eval --reader --json` writes
+        assert typed.predictions[0].id == "q1" and typed.n_questions == 4
 
-    again = evaluate_reader(pool, retriever, QUESTIONS, llm, token_budget=12, show_progress=False).to_dict()
-    assert again["token_budget"] == 12 and "top_k" not in again
-    assert again["context_tokens"] <= 12 + 2  # entries joined by a blank line may add a token
-    cached = evaluate_reader(pool, retriever, QUESTIONS, llm, top_k=2, show_progress=False).to_dict()
-    assert cached["n_cached"] == 3 and [r["prediction"] for r in cached["predictions"]] == \
-        [r["prediction"] for r in rows]
+        # the prompt: system message, the top-2 entries in rank order, the question, one request each
+        sent = {b["messages"][-1]["content"].split("Question: ")[1].split("\n")[0]: b for b in server.bodies}
+        assert len(server.bodies) == 4 and len(sent) == 4
+        body = sent["Who designed the Harwick Bridge?"]
+        assert body["model"] == "reader" and body["temperature"] == 0.0 and body["max_tokens"] == 32
+        assert body["messages"] == [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"Context:\n{FACTS[0]}\n\n{FACTS[1]}\n\nQuestion: Who designed the "
+                                        "Harwick Bridge?\nAnswer the question in as few words as possible."}]
+        assert f"Context:\n{FACTS[4]}\n\n{FACTS[3]}\n\nQuestion" in \
+            sent["In which country is the Okavango Delta?"]["messages"][-1]["content"]
 
+        # answers cleaned (first line, no "Answer:"), scored per question, failures scored 0
+        rows = result["predictions"]
+        assert [r["id"] for r in rows] == ["q1", "q2", "q3", "q4"]
+        assert [r["prediction"] for r in rows] == ["Margaret Lowe.", "Botswana, in Africa", "Elmford", ""]
+        assert [r["em"] for r in rows] == [1.0, 0.0, 0.0, 0.0]
+        # q2: "botswana in africa" against "botswana": P 1/3, R 1, F1 = 2PR/(P+R) = 1/2
+        assert [r["f1"] for r in rows] == [1.0, pytest.approx(0.5), 0.0, 0.0]
+        assert "HTTP 400" in rows[3]["error"] and all("error" not in r for r in rows[:3])
+        assert result["em"] == pytest.approx(1 / 4) and result["f1"] == pytest.approx(1.5 / 4)
+        assert (result["n_questions"], result["n_failed"], result["n_cached"]) == (4, 1, 0)
+        assert result["reader"] == "openai:reader" and result["pool_size"] == 5 and result["top_k"] == 2
+        assert result["tpq"] == pytest.approx(result["retrieval_seconds"] + result["reading_seconds"])
+
+        # a token budget instead of top_k: the first entry, cut at 12 tokens
+        again = evaluate_reader(pool, FixedRetriever(), QUESTIONS[:1], llm, token_budget=12,
+                                show_progress=False).to_dict()
+        assert again["token_budget"] == 12 and "top_k" not in again
+        context = server.bodies[-1]["messages"][-1]["content"].split("Context:\n")[1].split("\n\nQuestion")[0]
+        assert FACTS[0].startswith(context) and len(context) < len(FACTS[0])
+        assert 10 <= again["context_tokens"] <= 12
+
+        # the call cache answers what was answered; the failure is asked again, never stored
+        sent_before = len(server.bodies)
+        cached = evaluate_reader(pool, FixedRetriever(), QUESTIONS, llm, top_k=2, show_progress=False).to_dict()
+        assert (cached["n_cached"], cached["n_failed"]) == (3, 1)
+        assert [r["prediction"] for r in cached["predictions"]] == [r["prediction"] for r in rows]
+        assert len(server.bodies) == sent_before + 1 and server.seen[body["messages"][-1]["content"]] == 1

@@ -117,14 +117,18 @@ def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
         extraction={"extractor": "llm", "rewrite_max_tokens": 64, "extract_max_tokens": 160, "max_attempts": 1})
     report = build_index(docs, tmp_path / "index", config, cache_dir=tmp_path / "cache", show_progress=False)
     index = load_index(tmp_path / "index")
-    assert {e.tree for e in index.pool.entries} == {"similarity", "relatedness"}
+    assert "similarity" in {e.tree for e in index.pool.entries}
     assert report.components["extractor"] == f"llm:{report.components['llm']}"
     stats = index_stats(tmp_path / "index")
     # every chunk either produced propositions or is recorded as failed, with its raw output
     assert stats["extraction_failures"]["extract"] == report.counts["extraction"]["failed_chunks"]
     produced = {p.chunk_id for p in index.propositions()}
     assert len(produced) + stats["extraction_failures"]["extract"] == len(index.chunks())
-    assert stats["pool"].get("relatedness/aggregate/level0", 0) == stats["aggregates"] > 0
+    # aggregates exist exactly when the model produced a proposition with an entity (what a
+    # 135M model answers is not asserted)
+    linked = any(p.entities for p in index.propositions())
+    assert stats["pool"].get("relatedness/aggregate/level0", 0) == stats["aggregates"]
+    assert (stats["aggregates"] > 0) == linked == ("relatedness" in {e.tree for e in index.pool.entries})
 
 
 @pytest.mark.slow
