@@ -48,8 +48,9 @@ install() {
   if [ -z "$wheel" ]; then
     echo "== building the llama-cpp-python wheel${pin:+ $pin} into $WHEELS (no binary wheel on PyPI; about 5 min on 2 cores)"
     # the multimodal library (mtmd/llava) is loaded only for vision chat formats: skipping it shortens the build
-    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" \
-      $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "llama-cpp-python${pin:+==$pin}${pin:->=0.2.80}"
+    want="llama-cpp-python>=0.2.80"
+    [ -n "$pin" ] && want="llama-cpp-python==$pin"
+    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "$want"
     wheel=$(ls -t "$WHEELS"/llama_cpp_python-"${pin:-}"*.whl | head -1)
   fi
   version=$(basename "$wheel" | cut -d- -f2)
