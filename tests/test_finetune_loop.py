@@ -108,7 +108,7 @@ def trained(dataset, tmp_path_factory):
     return config, result
 
 
-def test_teacher_data_accounts_for_every_output(teacher):
+def test_teacher_data_accounts_for_every_output(teacher, monkeypatch):
     folder, card = teacher
     examples = read_examples(folder / "train.jsonl") + read_examples(folder / "validation.jsonl")
     rejected = list(read_jsonl(folder / "rejected.jsonl"))
@@ -118,7 +118,6 @@ def test_teacher_data_accounts_for_every_output(teacher):
         refused = [r for r in rejected if r["stage"] == stage]
         assert kept + len(refused) == len(DOCS), stage
         assert all(r["reason"] for r in refused)
-    assert rejected, "SmolLM2-135M is expected to produce at least one unusable answer here"
     assert card["rejected"]["total"] == len(rejected) and card["teacher"] == "hf:smollm2"
     assert card["prompt_versions"] == {"rewrite": "coref_rewrite@1", "extract": "extract_propositions@1"}
     assert (folder / "data_card.md").read_text().count("×") == len(card["rejected"]["by_reason"])
@@ -127,10 +126,15 @@ def test_teacher_data_accounts_for_every_output(teacher):
     # the call cache makes a second run free and identical
     from sirerag_finetune.data import make_teacher_data
 
-    start = time.perf_counter()
+    from sirerag.llm import hf_backend
+
+    def no_generation(self, prompts, requests):  # noqa: ANN001, ANN202
+        raise AssertionError("the teacher was asked again: the call cache did not answer")
+
+    monkeypatch.setattr(hf_backend.HFLocalLLM, "_generate", no_generation)
     again = make_teacher_data(DOCS, folder, teacher="hf:smollm2", llm_config=LLM, validation_fraction=0.25, seed=0,
                               show_progress=False, **BUDGETS)
-    assert again == card and time.perf_counter() - start < 30
+    assert again == card
 
 
 def test_training_loss_decreases_and_writes_artifacts(trained):
