@@ -79,9 +79,18 @@ def build_lexical_index(texts: Sequence[str], *, k1: float = 1.5, b: float = 0.7
     check(0 <= b <= 1, "bm25 b", b, "a number in [0, 1]")
     import bm25s
 
+    from bm25s.tokenization import Tokenized
+
     words = english_stopwords() if stopwords else frozenset()
+    docs = [tokenize(t, words) for t in texts]
+    # our own vocabulary in order of first appearance: bm25s builds one from a set, whose order (and so the
+    # stored files) changes with the process's hash seed; the same texts must give the same index files
+    vocab: dict[str, int] = {}
+    for doc in docs:
+        for token in doc:
+            vocab.setdefault(token, len(vocab))
     engine = bm25s.BM25(k1=k1, b=b, method=method)
-    engine.index([tokenize(t, words) for t in texts], show_progress=False)
+    engine.index(Tokenized(ids=[[vocab[t] for t in doc] for doc in docs], vocab=vocab), show_progress=False)
     return LexicalIndex(engine=engine, stopwords=words, n_docs=len(texts))
 
 

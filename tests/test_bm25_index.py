@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import logging
 import subprocess
 import sys
@@ -121,3 +122,24 @@ def test_query_and_queries_are_exclusive(tmp_path, capsys):
     assert "give either a QUERY or --queries FILE" in capsys.readouterr().err
     assert main(["search", index, "--queries", str(tmp_path / "absent.txt"), "--retriever", "bm25"]) == 1
     assert "absent.txt: cannot read queries" in capsys.readouterr().err
+
+
+_WRITE_BM25 = """
+import hashlib, json, pathlib, sys
+from sirerag.lexical import save_bm25
+texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")][:120]
+out = pathlib.Path(sys.argv[2])
+save_bm25(out, texts)
+print(json.dumps({p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((out / "bm25").iterdir())}))
+"""
+
+
+def test_stored_files_do_not_depend_on_the_hash_seed(tmp_path):
+    """bm25s builds its vocabulary from a set: the stored files must not follow the process's hash seed."""
+    digests = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        run = subprocess.run([sys.executable, "-c", _WRITE_BM25, str(ROOT / "data" / "corpus.jsonl"),
+                              str(tmp_path / seed)], capture_output=True, text=True, env=env, check=True)
+        digests.append(json.loads(run.stdout))
+    assert digests[0] == digests[1] and "vocab.index.json" in digests[0]
