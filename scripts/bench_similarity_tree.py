@@ -163,7 +163,8 @@ def compare_searches(stats: ClusterStats, seed: int, curves: list | None = None)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("corpus", nargs="?", default="/work/shared/bench/2wikimultihopqa/corpus.jsonl",
+    default = Path(__file__).resolve().parents[2] / "shared" / "bench" / "2wikimultihopqa" / "corpus.jsonl"
+    parser.add_argument("corpus", nargs="?", default=str(default),
                         help="corpus file (.jsonl/.json) or folder")
     parser.add_argument("--limit", type=int, default=0, help="use the first N passages (0 = all)")
     parser.add_argument("--levels", type=int, default=4, help="tree levels, counting the leaves")
