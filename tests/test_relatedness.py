@@ -100,7 +100,7 @@ def test_no_entities_gives_an_empty_tree(minilm) -> None:  # noqa: ANN001
 def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
     """``build_index`` with an LLM on three short documents: rewrite, extraction, LLM summaries
     and both trees, whatever the small model answers."""
-    from sirerag.cli.stats import index_stats
+    from sirerag.report.stats import index_stats
     from sirerag.config import BuildConfig
     from sirerag.pipeline.build import build_index
     from sirerag.pool import load_index

@@ -21,7 +21,7 @@ import json
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.cli.stats import index_stats
+from sirerag.report.stats import index_stats
 from sirerag.config import BuildConfig, TreeConfig
 from sirerag.pipeline.build import build_index
 from sirerag.types import Document

@@ -20,15 +20,8 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def index_stats(directory: str | Path) -> dict[str, Any]:
-    """See :func:`sirerag.report.stats.index_stats` (imported lazily to keep ``--help`` fast)."""
-    from sirerag.report.stats import index_stats as stats_of
-
-    return stats_of(directory)
-
-
 def run(args: argparse.Namespace) -> int:
-    from sirerag.report.stats import format_stats
+    from sirerag.report.stats import format_stats, index_stats
 
     stats = index_stats(Path(args.index))
     print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
