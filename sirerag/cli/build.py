@@ -30,6 +30,11 @@ def register(sub: Any) -> None:
                                  "(an installed spaCy pipeline or a pipeline folder; needs sirerag[spacy])")
     p.add_argument("--graph", action="store_true", help="also build the entity graph for --retriever ppr")
     p.add_argument("--cache", help="cache folder for model calls (default DIR/cache)")
+    p.add_argument("--engine", choices=["local", "ray"],
+                   help="where model stages run: local (this process, default) or ray (Ray Data actors; "
+                        "needs sirerag[ray])")
+    p.add_argument("--ray-address", help="with --engine ray: auto, HOST:PORT or ray://HOST:PORT of a running "
+                                         "cluster (default: start a local Ray instance)")
     p.add_argument("--dry-run", action="store_true",
                    help="print the LLM calls and tokens each stage would spend, calling no model")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="with --dry-run: also write the plan as JSON")
@@ -65,6 +70,14 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
         overrides["extraction"] = extraction
     if args.graph:
         overrides["graph"] = {"enabled": True}
+    engine: dict[str, Any] = {}
+    if getattr(args, "engine", None):
+        engine["name"] = args.engine
+    if getattr(args, "ray_address", None):
+        engine["address"] = args.ray_address
+        engine.setdefault("name", "ray")
+    if engine:
+        overrides["engine"] = engine
     return config.with_overrides(**overrides).validate()
 
 

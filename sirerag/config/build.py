@@ -12,6 +12,7 @@ from sirerag.config.sections import (
     ChunkingConfig,
     ClusteringConfig,
     EmbedderConfig,
+    EngineConfig,
     ExtractionConfig,
     GraphConfig,
     LLMConfig,
@@ -41,6 +42,7 @@ class BuildConfig:
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
     relatedness: RelatednessConfig = field(default_factory=RelatednessConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
 
     def validate(self) -> "BuildConfig":
         """Check the type of every field, then every range; returns ``self`` so calls can be chained."""

@@ -8,6 +8,7 @@ Choose one with :func:`load_embedder`::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sirerag.embedding.base import Embedder, l2_normalize
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
@@ -35,7 +36,7 @@ def parse_embedder_spec(spec: str) -> tuple[str, str]:
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
-                  show_progress: bool = True) -> Embedder:
+                  show_progress: bool = True, engine: Any = None) -> Embedder:
     """Create the embedder named by ``spec``.
 
     Args:
@@ -48,6 +49,9 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         cache_dir: if given, vectors are cached on disk there and only texts never seen
             before are encoded; the returned :class:`CachedEmbedder` counts hits and misses.
         show_progress: show progress bars while encoding.
+        engine: with ``cache_dir``, the :class:`~sirerag.engine.Engine` that encodes the
+            texts missing from the cache (default: this process); a Ray engine loads
+            ``spec`` once per actor and the vectors come back here to be cached.
 
     Returns:
         An :class:`Embedder` returning L2-normalised float32 arrays of shape ``(n, dim)``.
@@ -81,5 +85,11 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         embedder = OpenAIEmbedder(model, base_url=url, batch_size=batch_size, show_progress=inner_progress)
     if cache_dir is None:
         return embedder
+    from sirerag.embedding.cache import EmbedWorker
+
+    remote = None
+    if engine is not None and engine.name != "local":
+        def remote(side: str) -> EmbedWorker:
+            return EmbedWorker(spec, batch_size, side)
     return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
-                          show_progress=show_progress)
+                          show_progress=show_progress, engine=engine, remote=remote)

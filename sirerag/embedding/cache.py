@@ -8,18 +8,20 @@ keeps everything encoded before it stopped.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from sirerag.io.sqlite import cache_errors
 from sirerag.embedding.base import Embedder, l2_normalize
+from sirerag.engine import Engine, LocalEngine, Worker, WorkerFactory
 from sirerag.errors import SireragError
 
 logger = logging.getLogger(__name__)
@@ -125,16 +127,25 @@ class CachedEmbedder:
         inner: the embedder that does the encoding.
         cache: where vectors are stored.
         block_size: texts encoded (and committed) per step; missing texts are sorted
-            by length first, so each block pads to similar lengths.
+            by length first, so each block pads to similar lengths. The blocks are the
+            engine's batches, so every engine encodes the same texts together.
         show_progress: show a progress bar over the texts to encode.
+        engine: where the blocks are encoded (default: this process, with ``inner``).
+        remote: for an engine other than ``local``: side -> a picklable worker factory
+            that loads the same model where the engine runs it.
     """
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache, *, block_size: int = 1024,
-                 show_progress: bool = True) -> None:
+                 show_progress: bool = True, engine: Engine | None = None,
+                 remote: Callable[[str], WorkerFactory] | None = None) -> None:
         self.inner = inner
         self.cache = cache
         self.block_size = block_size
         self.show_progress = show_progress
+        self.engine: Engine = engine or LocalEngine()
+        if self.engine.name != "local" and remote is None:
+            raise ValueError(f"CachedEmbedder on the {self.engine.name} engine needs a remote worker factory")
+        self.remote = remote
         self.stats = CacheStats()
         self._stats_lock = threading.Lock()
 
@@ -171,14 +182,17 @@ class CachedEmbedder:
     def _encode_missing(self, items: list[tuple[str, str]], side: str) -> dict[str, np.ndarray]:
         from tqdm.auto import tqdm
 
-        encode = self.inner.encode_queries if side == "query" else self.inner.encode_documents
+        blocks = [items[start:start + self.block_size] for start in range(0, len(items), self.block_size)]
+        local = self.engine.name == "local" or self.remote is None
+        factory = _InnerWorker(self.inner, side) if local else self.remote(side)  # type: ignore[misc]
         out: dict[str, np.ndarray] = {}
         with tqdm(total=len(items), desc=f"embedding {side}s", unit="text",
                   disable=not self.show_progress) as bar:
-            for start in range(0, len(items), self.block_size):
-                block = items[start:start + self.block_size]
+            for index, encoded in self.engine.map_batches(factory, [[t for _, t in b] for b in blocks],
+                                                          label=f"embedding {side}s ({self.spec})"):
+                block = blocks[index]
                 keys = [k for k, _ in block]
-                vectors = np.asarray(encode([t for _, t in block]), dtype=np.float32)
+                vectors = decode_vectors(encoded)
                 if vectors.shape != (len(block), self.dim):
                     raise SireragError(f"{self.spec} returned vectors of shape {vectors.shape} for {len(block)} "
                                        f"texts; expected ({len(block)}, {self.dim})")
@@ -186,3 +200,49 @@ class CachedEmbedder:
                 out.update(zip(keys, vectors))
                 bar.update(len(block))
         return out
+
+
+def encode_vectors(vectors: Any) -> list[str]:
+    """Float32 rows as base64 text (exact, JSON-ready): one string per row."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    return [base64.b64encode(row.tobytes()).decode("ascii") for row in matrix]
+
+
+def decode_vectors(encoded: Sequence[str]) -> np.ndarray:
+    """The inverse of :func:`encode_vectors`: a ``(rows, dim)`` float32 array."""
+    rows = [np.frombuffer(base64.b64decode(text), dtype=np.float32) for text in encoded]
+    if not rows:
+        return np.zeros((0, 0), dtype=np.float32)
+    if len({row.shape for row in rows}) != 1:
+        return np.zeros((len(rows), 0), dtype=np.float32)  # ragged: fails the caller's shape check
+    return np.vstack(rows)
+
+
+class _InnerWorker:
+    """The local worker: this process's embedder, one side."""
+
+    def __init__(self, inner: Embedder, side: str) -> None:
+        self.inner, self.side = inner, side
+
+    def __call__(self) -> Worker:
+        encode = self.inner.encode_queries if self.side == "query" else self.inner.encode_documents
+        return lambda texts: encode_vectors(encode(texts))
+
+
+class EmbedWorker:
+    """A worker factory that loads the embedder ``spec`` (no cache) where it runs.
+
+    Args:
+        spec: the spec given to :func:`~sirerag.embedding.load_embedder`.
+        batch_size: texts per forward pass.
+        side: ``document`` or ``query``.
+    """
+
+    def __init__(self, spec: str, batch_size: int, side: str) -> None:
+        self.spec, self.batch_size, self.side = spec, batch_size, side
+
+    def __call__(self) -> Worker:
+        from sirerag.embedding import load_embedder
+
+        inner = load_embedder(self.spec, batch_size=self.batch_size, cache_dir=None, show_progress=False)
+        return _InnerWorker(inner, self.side)()

@@ -198,6 +198,11 @@ class CachedLLM:
     def model(self) -> str:
         return str(getattr(self.inner, "model", ""))
 
+    @property
+    def preferred_slice(self) -> int:
+        """Requests per ``complete_many`` call that keep the backend busy (0: no preference)."""
+        return int(getattr(self.inner, "preferred_slice", 0))
+
     def key(self, request: LLMRequest) -> str:
         return cache_key(self.spec, self.model, request)
 

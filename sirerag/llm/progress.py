@@ -12,6 +12,7 @@ def run_requests(llm: LLM, requests: Sequence[LLMRequest], *, desc: str, show_pr
     can advance; results are in request order and a failed item is its :class:`LLMCallError`."""
     from tqdm.auto import tqdm
 
+    slice_size = max(slice_size, int(getattr(llm, "preferred_slice", 0)))  # an engine wants its workers fed
     out: list[Completion | LLMCallError] = []
     with tqdm(total=len(requests), desc=desc, unit="call", disable=not show_progress or not requests) as bar:
         for start in range(0, len(requests), slice_size):

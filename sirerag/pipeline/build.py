@@ -94,11 +94,17 @@ def build_index(
         IndexLockedError: another process is writing ``out``.
         InputError: the corpus is invalid (the message names file and line).
     """
+    from sirerag.engine import make_engine
+
     config = check_specs((config or BuildConfig()).validate())
     out = Path(out)
     cache = Path(cache_dir) if cache_dir is not None else out / "cache"
-    with staged_index(out, keep=_kept_folders(out, cache)) as stage:
-        report = _build(corpus, stage, config, cache, show_progress)
+    engine = make_engine(config.engine)  # a Ray address that does not answer stops here
+    try:
+        with staged_index(out, keep=_kept_folders(out, cache)) as stage:
+            report = _build(corpus, stage, config, cache, show_progress, engine)
+    finally:
+        engine.close()
     logger.info("index written to %s (%d pool entries)", out, report.counts["pool"]["entries"])
     return replace(report, out=out)
 
@@ -115,7 +121,7 @@ def _kept_folders(out: Path, cache: Path) -> tuple[str, ...]:
 
 
 def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConfig, cache: Path,
-           show_progress: bool) -> BuildReport:
+           show_progress: bool, engine: Any) -> BuildReport:
     """Run every stage, writing the index files into ``out`` (the staging folder)."""
     from sirerag.chunking import chunk_documents
     from sirerag.embedding import load_embedder
@@ -133,8 +139,8 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     report.counts.update(documents=len(documents), chunks=len(chunks))
 
     embedder = load_embedder(config.embedder.spec, batch_size=config.embedder.batch_size,
-                             cache_dir=cache / "embeddings", show_progress=show_progress)
-    llm = _load_llm(config, cache)
+                             cache_dir=cache / "embeddings", show_progress=show_progress, engine=engine)
+    llm = _load_llm(config, cache, engine)
     opened = [embedder, llm]
     summarizer = make_summarizer(config, llm, show_progress=show_progress)
     report.components.update(embedder={"spec": embedder.spec, "load_spec": config.embedder.spec,
@@ -161,7 +167,7 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
         from sirerag.extraction import extract
 
         with _Timer(report, "extraction"):
-            opened.append(_load_llm(config, cache, extraction=True))
+            opened.append(_load_llm(config, cache, engine, extraction=True))
             extraction = extract(chunks, documents, config=config.extraction, llm=opened[-1], out=out,
                                  show_progress=show_progress)
         propositions = list(extraction.propositions)
@@ -219,7 +225,7 @@ def _close_caches(models: Sequence[Any]) -> None:
             close()
 
 
-def _load_llm(config: BuildConfig, cache: Path, *, extraction: bool = False):  # noqa: ANN202
+def _load_llm(config: BuildConfig, cache: Path, engine: Any = None, *, extraction: bool = False):  # noqa: ANN202
     spec = (config.extraction.llm or config.llm.spec) if extraction else config.llm.spec
     if extraction and config.extraction.extractor != "llm":
         return None
@@ -227,7 +233,8 @@ def _load_llm(config: BuildConfig, cache: Path, *, extraction: bool = False):  #
         return None
     from sirerag.llm.factory import load_llm
 
-    return load_llm(spec, config=config.llm, cache_dir=cache / "llm")
+    return load_llm(spec, config=config.llm, cache_dir=cache / "llm", engine=engine,
+                    engine_batch_size=config.engine.llm_batch_size)
 
 
 def _pool_counts(pool: Pool) -> dict[str, Any]:
