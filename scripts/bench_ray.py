@@ -48,6 +48,53 @@ def embed(texts: list[str], engine, batch_size: int):  # noqa: ANN001, ANN201
     return vectors, result
 
 
+class EchoServer:
+    """A chat-completions endpoint on 127.0.0.1 that answers at once (echoing the prompt), so the
+    LLM figures are the engine's own cost per call, not a model's."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return None
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                reply = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                        "role": "assistant", "content": body["messages"][-1]["content"]}}],
+                                    "usage": {"prompt_tokens": 8, "completion_tokens": 8, "total_tokens": 16}})
+                data = reply.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+
+def llm_calls(n: int, url: str, engine) -> dict:  # noqa: ANN001
+    from sirerag.llm.base import LLMRequest
+    from sirerag.llm.factory import load_llm
+
+    requests = [LLMRequest(messages=(("user", f"request {i}"),), max_tokens=8) for i in range(n)]
+    with tempfile.TemporaryDirectory() as cache:
+        llm = load_llm(f"openai:echo@{url}", cache_dir=cache, engine=engine)
+        wall, cpu = time.perf_counter(), time.process_time()
+        answers = llm.complete_many(requests)
+        result = {"calls": n, "wall_s": round(time.perf_counter() - wall, 2),
+                  "driver_cpu_s": round(time.process_time() - cpu, 2)}
+        llm.cache.close()
+    assert [a.text for a in answers] == [f"request {i}" for i in range(n)]
+    result["calls_per_s"] = round(n / result["wall_s"], 1)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", nargs="?", default=str(DEFAULT))
@@ -56,6 +103,7 @@ def main() -> None:
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0, help="torch threads of the local run (0: torch's choice)")
+    parser.add_argument("--llm-calls", type=int, default=2000, help="calls to an instant echo server (0: skip)")
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -71,6 +119,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     local_vectors, report["local"] = embed(texts, LocalEngine(), args.batch_size)
     report["local"]["load_after"] = os.getloadavg()
+    server = EchoServer() if args.llm_calls else None
+    if server is not None:
+        report["llm_local"] = llm_calls(args.llm_calls, server.url, None)
 
     start = time.perf_counter()
     engine = make_engine(EngineConfig(name="ray", num_cpus=args.num_cpus, actors=args.actors))
@@ -79,6 +130,8 @@ def main() -> None:
         ray_vectors, report["ray"] = embed(texts, engine, args.batch_size)
         # a second, tiny job: what a stage pays before its first batch (actor start + model load)
         _, report["ray_one_block"] = embed(texts[:16], engine, args.batch_size)
+        if server is not None:
+            report["llm_ray"] = llm_calls(args.llm_calls, server.url, engine)
     finally:
         engine.close()
     report["ray"]["load_after"] = os.getloadavg()
