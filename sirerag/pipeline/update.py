@@ -238,10 +238,11 @@ class _Trees:
         if not summaries:
             self.levels[name] = [base]
             return
-        levels, stats = update_tree(old_levels(self.entries, name, base_kinds), base, self.vectors, tree_name=name,
-                                    embedder=self.embedder, summarizer=self.summarizer,
-                                    clustering=self.config.clustering, levels=self.config.tree.levels,
-                                    random_state=self.config.seed)
+        old = old_levels(self.entries, name, base_kinds)
+        levels, stats = update_tree(old, base, self.vectors, tree_name=name, embedder=self.embedder,
+                                    summarizer=self.summarizer, clustering=self.config.clustering,
+                                    levels=self.config.tree.levels, random_state=self.config.seed,
+                                    successors=_same_entity(old[0], base))
         self.levels[name] = levels
         self.stats[name] = stats.to_dict()
         self.written += stats.summaries_written
@@ -267,3 +268,15 @@ class _Trees:
         """One node list per tree, level by level (the build's pool order)."""
         return [[n for level in self.levels[name] for n in level] for name in ("similarity", "relatedness")
                 if name in self.levels]
+
+
+def _same_entity(old: Sequence[Node], new: Sequence[Node]) -> dict[str, list[str]]:
+    """Old aggregate id -> the new aggregates of its entity, for aggregates that changed."""
+    new_ids = {n.id for n in new}
+    old_ids = {n.id for n in old}
+    by_entity: dict[str, list[str]] = {}
+    for node in new:
+        if node.entity is not None and node.id not in old_ids:
+            by_entity.setdefault(node.entity.casefold(), []).append(node.id)
+    return {n.id: by_entity[n.entity.casefold()] for n in old
+            if n.entity is not None and n.id not in new_ids and n.entity.casefold() in by_entity}

@@ -77,8 +77,8 @@ def old_levels(nodes: Sequence[Node], tree: str, base_kinds: tuple[str, ...]) ->
 
 
 def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, np.ndarray], *, tree_name: str,
-                embedder: Any, summarizer: Any, clustering: ClusteringConfig, levels: int,
-                random_state: int) -> tuple[list[list[Node]], UpdateStats]:
+                embedder: Any, summarizer: Any, clustering: ClusteringConfig, levels: int, random_state: int,
+                successors: dict[str, list[str]] | None = None) -> tuple[list[list[Node]], UpdateStats]:
     """Update the tree ``old`` (nodes by level) to the new base level ``base``.
 
     Args:
@@ -87,13 +87,15 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
         vectors: embedding row by node id: every old node and every new base node; the rows of
             the summaries written here are added to it.
         tree_name, embedder, summarizer, clustering, levels, random_state: as for a build.
+        successors: old base id -> the new base ids that replace it (an aggregate whose entity got
+            new propositions); they take its place in its clusters instead of being assigned anew.
 
     Returns:
         The new nodes by level, and what changed.
     """
     stats = UpdateStats()
     result: list[list[Node]] = [list(base)]
-    successors: dict[str, list[str]] = {}
+    successors = dict(successors or {})
     for level in range(1, len(old)):
         prev_old, prev_new = old[level - 1], result[-1]
         if [(n.id, n.passages) for n in prev_old] == [(n.id, n.passages) for n in prev_new]:
