@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
+from sirerag.config import ClusteringConfig
 from sirerag.errors import InputError
 from sirerag.io.corpus import load_corpus
 from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index
 from sirerag.pipeline.verify import verify_index
 from sirerag.pool import load_index
-from sirerag.config import ClusteringConfig
 from sirerag.trees.incremental import update_tree
 from sirerag.types import Document, Node
 
@@ -93,7 +93,7 @@ def _copy(corpora: Path, name: str) -> Path:
 
 
 @pytest.mark.slow
-def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora):
+def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
     index = _copy(corpora, "added")
     before = _consistent(index)
     assert main(["add", str(index), str(corpora / "new.jsonl"), "--quiet"]) == 0
@@ -111,8 +111,11 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora):
     drift = manifest["drift"]
     assert drift["leaves_removed"] == 0 and drift["share"] == round(drift["leaves_added"] /
                                                                      drift["leaves_at_full_build"], 4) > 0
-    graph_docs = json.loads((index / "graph" / "graph.json").read_text())["stats"]
-    assert graph_docs  # the graph was rebuilt over the new documents (verify_index loaded it)
+    graph = json.loads((index / "graph" / "graph.json").read_text())["stats"]
+    assert graph["passage_nodes"] == 40  # the graph was rebuilt over all documents
+    assert main(["stats", str(index)]) == 0
+    assert f"{drift['share']:.1%} of its leaves (+{drift['leaves_added']} -0; 1 add/remove run(s))" in \
+        capsys.readouterr().out
 
 
 @pytest.mark.slow
