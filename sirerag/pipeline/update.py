@@ -35,9 +35,10 @@ from sirerag.io.staging import staged_index
 from sirerag.lexical import save_bm25
 from sirerag.pipeline import build as build_mod
 from sirerag.pipeline.changes import DEFAULT_DRIFT_WARN, Plan, merged_records, plan_changes, record_change
+from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, load_index, save_pool, save_records
 from sirerag.trees.base import TreeResult
-from sirerag.types import Chunk, Document, Node
+from sirerag.types import Chunk, Document
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         rows = np.asarray(embedder.encode_documents([c.text for c in new_chunks]), dtype=np.float32)
         vectors.update({c.id: row for c, row in zip(new_chunks, rows)})
     timings["embed_leaves"] = round(time.perf_counter() - clock, 3)
-    trees = _Trees(old.pool.entries, vectors, config, embedder, summarizer)
+    trees = TreeUpdate(old.pool.entries, vectors, config, embedder, summarizer)
     clock = time.perf_counter()
     trees.similarity(chunks)
     timings["similarity_tree"] = round(time.perf_counter() - clock, 3)
@@ -181,7 +182,8 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         from sirerag.graph.store import build_and_save_graph
 
         clock = time.perf_counter()
-        components["graph"] = build_and_save_graph(stage, plan.documents, propositions, embedder=embedder,
+        components["graph"] = build_and_save_graph(stage, plan.documents, propositions,
+                                                   embedder=KnownEmbedder.from_graph(embedder, old.component("graph")),
                                                    config=config.graph)
         timings["graph"] = round(time.perf_counter() - clock, 3)
     counts["summaries_written"] = trees.written
@@ -219,64 +221,3 @@ def _extract(chunks: list[Chunk], new_chunks: list[Chunk], plan: Plan, config: B
     result = extract(new_chunks, plan.added, config=config.extraction, llm=opened[-1], out=None,
                      show_progress=show_progress)
     return list(result.propositions), list(result.failures), list(result.rewrite_records)
-
-
-class _Trees:
-    """The two trees of the index being updated."""
-
-    def __init__(self, entries: Sequence[Node], vectors: dict[str, np.ndarray], config: BuildConfig,
-                 embedder: Any, summarizer: Any) -> None:
-        self.entries, self.vectors, self.config = entries, vectors, config
-        self.embedder, self.summarizer = embedder, summarizer
-        self.levels: dict[str, list[list[Node]]] = {}
-        self.stats: dict[str, Any] = {}
-        self.written = 0
-
-    def _update(self, name: str, base_kinds: tuple[str, ...], base: list[Node], summaries: bool) -> None:
-        from sirerag.trees.incremental import old_levels, update_tree
-
-        if not summaries:
-            self.levels[name] = [base]
-            return
-        old = old_levels(self.entries, name, base_kinds)
-        levels, stats = update_tree(old, base, self.vectors, tree_name=name, embedder=self.embedder,
-                                    summarizer=self.summarizer, clustering=self.config.clustering,
-                                    levels=self.config.tree.levels, random_state=self.config.seed,
-                                    successors=_same_entity(old[0], base))
-        self.levels[name] = levels
-        self.stats[name] = stats.to_dict()
-        self.written += stats.summaries_written
-
-    def similarity(self, chunks: Sequence[Chunk]) -> None:
-        base = [Node(id=c.id, text=c.text, kind="leaf", tree="similarity", level=0, passages=(c.doc_id,))
-                for c in chunks]
-        self._update("similarity", ("leaf",), base, "similarity" in self.config.trees)
-
-    def relatedness(self, propositions: Sequence[Any]) -> None:
-        from sirerag.trees.aggregates import build_aggregates
-
-        relatedness = self.config.relatedness
-        base = list(build_aggregates(propositions, max_tokens=relatedness.aggregate_max_tokens,
-                                     skip_redundant=relatedness.skip_redundant_entities).nodes)
-        missing = [n for n in base if n.id not in self.vectors]
-        if missing:
-            rows = np.asarray(self.embedder.encode_documents([n.text for n in missing]), dtype=np.float32)
-            self.vectors.update({n.id: row for n, row in zip(missing, rows)})
-        self._update("relatedness", ("aggregate",), base, relatedness.summaries)
-
-    def pool_order(self) -> list[list[Node]]:
-        """One node list per tree, level by level (the build's pool order)."""
-        return [[n for level in self.levels[name] for n in level] for name in ("similarity", "relatedness")
-                if name in self.levels]
-
-
-def _same_entity(old: Sequence[Node], new: Sequence[Node]) -> dict[str, list[str]]:
-    """Old aggregate id -> the new aggregates of its entity, for aggregates that changed."""
-    new_ids = {n.id for n in new}
-    old_ids = {n.id for n in old}
-    by_entity: dict[str, list[str]] = {}
-    for node in new:
-        if node.entity is not None and node.id not in old_ids:
-            by_entity.setdefault(node.entity.casefold(), []).append(node.id)
-    return {n.id: by_entity[n.entity.casefold()] for n in old
-            if n.entity is not None and n.id not in new_ids and n.entity.casefold() in by_entity}
