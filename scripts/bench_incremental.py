@@ -3,7 +3,7 @@ with a full build of 100% (issue 15).
 
 Example (the subset used for docs/incremental.md)::
 
-    python scripts/bench_incremental.py ../shared/bench/musique --questions 30 --passages 400 \
+    python scripts/bench_incremental.py ../shared/bench/musique --questions 60 --passages 500 --seed-check \
         --work /tmp/bench-incr --json bench_incremental.json
 
 The corpus is the gold passages of the first ``--questions`` dev questions plus the first other
@@ -12,7 +12,8 @@ it (gold passages included). The two paths use separate caches, so each pays for
 embeddings. Recorded per path: summaries written (a counting wrapper around the summariser the
 settings name), chunks extracted, LLM-equivalent calls (summaries + 2 per extracted chunk: the
 LLM pipeline's coreference rewrite and extraction calls), wall and CPU seconds; and, for the final
-indexes, dense passage_recall@5 and answer_recall@1024 over the questions.
+indexes, dense passage_recall@5 and answer_recall@1024 over the questions. ``--seed-check`` adds a
+second full build with another seed: the quality spread between two equally valid builds.
 """
 from __future__ import annotations
 
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="scratch folder (replaced)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--seed-check", action="store_true",
+                        help="also build 100%% with seed + 1 (its embeddings cached), to show the spread of quality "
+                             "between two full builds")
     args = parser.parse_args(argv)
 
     import sirerag.pipeline.build as build_mod
@@ -118,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
                                                         cache_dir=work / "cache-full", show_progress=False))
     rows["full build 100%"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base) + len(held),
                                "wall_s": wall, "cpu_s": cpu}
+    if args.seed_check:  # the spread between two full builds that differ only in their seed
+        other = BuildConfig(seed=args.seed + 1, chunking=ChunkingConfig(mode="passage")).validate()
+        _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full-seed2", other,
+                                                            cache_dir=work / "cache-full", show_progress=False))
+        rows["full build 100%, seed + 1"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base) + len(held),
+                                             "wall_s": wall, "cpu_s": cpu, **_quality(work / "full-seed2", questions)}
     for row in rows.values():
         row["llm_equivalent_calls"] = row["summaries"] + 2 * row["chunks_extracted"]
     rows["add 20%"].update(_quality(work / "incremental", questions))

@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 class UpdateStats:
     """What an update did to one tree (counts over all its levels)."""
 
+    base_added: int = 0
+    base_removed: int = 0
     summaries_written: int = 0
     summaries_kept: int = 0
     joined: int = 0
@@ -93,7 +95,8 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
     Returns:
         The new nodes by level, and what changed.
     """
-    stats = UpdateStats()
+    old_base, new_base = {n.id for n in old[0]}, {n.id for n in base}
+    stats = UpdateStats(base_added=len(new_base - old_base), base_removed=len(old_base - new_base))
     result: list[list[Node]] = [list(base)]
     successors = dict(successors or {})
     for level in range(1, len(old)):
