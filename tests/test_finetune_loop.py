@@ -141,9 +141,9 @@ def evaluations(base, trained, heldout, gold, tmp_path_factory):
     out = tmp_path_factory.mktemp("eval")
     extraction = ExtractionConfig(extractor="llm", **BUDGETS)
     reports = [evaluate_extractor(f"hf:{base}", heldout, llm_config=LLM, show_progress=False),
-               evaluate_extractor(result.summary["serve_spec"], heldout, llm_config=LLM, cache_dir=out / "cache" / "llm",
-                                  corpus=[as_document(gold["heldout"][-1])], extraction=extraction,
-                                  show_progress=False)]
+               evaluate_extractor(result.summary["serve_spec"], heldout, llm_config=LLM,
+                                  cache_dir=out / "cache" / "llm", corpus=[as_document(gold["heldout"][-1])],
+                                  extraction=extraction, show_progress=False)]
     write_report(reports, out)
     return reports, out
 
@@ -198,8 +198,10 @@ def test_training_loss_decreases_and_writes_artifacts(trained, gold):
     assert len(held) == N_HELDOUT and held.isdisjoint(r["sentence"] for r in gold["train"])
 
 
-#: measured with the constants above (see docs/testing.md); floors a few points under the adapter's figures
-FLOORS = {"json_valid_rate": 0.0, "propositions": 0.0, "entities": 0.0}
+#: the adapter's held-out figures, floors a few points under what was measured with the constants above
+#: (torch 2.13 CPU; docs/finetune.md section 5): valid JSON 0.667 (base 0.167), proposition F1 0.800 (base
+#: 0.286), entity F1 0.588 (base 0.154). Six sentences: one answer more or less moves the rate by 0.167.
+FLOORS = {"json_valid_rate": 0.63, "propositions": 0.75, "entities": 0.55}
 
 
 def test_the_adapter_beats_the_base_model_on_held_out_sentences(base, evaluations):
