@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow
 
 GOLD = Path(__file__).parent / "data" / "tagger_gold.jsonl"
 N_TRAIN, N_HELDOUT = 5, 6  # the shortest annotated sentences of each split (with at least 7 / 5 words)
-MAX_TOKENS = 64  # completion budget: a one-fact answer for these sentences is 30 to 55 tokens
+MAX_TOKENS = 64  # completion budget: room for a one-fact answer to these short sentences
 STEPS, LEARNING_RATE = 8, 3e-3  # two epochs over the 4 training examples
 REFUSED = 0  # the teacher refuses the shortest training sentence: one rejection, N_TRAIN - 1 examples kept
 BUDGETS = {"rewrite_max_tokens": 48, "extract_max_tokens": MAX_TOKENS, "max_attempts": 1}
