@@ -1,10 +1,10 @@
 """CPU fine-tuning demo against human annotations: does LoRA teach SmolLM2 the extraction task?
 
-With SmolLM2 as both teacher and student (``tests/test_finetune_loop.py``), the held-out
-rows are the base model's own answers, so "before" and "after" agree by construction.
-This demo uses a teacher that is better than the student: the hand-annotated sentences of
-``tests/data/tagger_gold.jsonl`` (benchmark sentences with their entities, see
-docs/relatedness.md). Each sentence is a one-fact paragraph whose target is the Figure 7
+With SmolLM2 as both teacher and student, the held-out rows would be the base model's own
+answers, so "before" and "after" would agree by construction. This demo (and, on a handful
+of sentences, ``tests/test_finetune_loop.py``) uses a teacher that is better than the student:
+the hand-annotated sentences of ``tests/data/tagger_gold.jsonl`` (benchmark sentences with
+their entities, see docs/relatedness.md). Each sentence is a one-fact paragraph whose target is the Figure 7
 JSON answer (the sentence as the fact, the annotated entities). The file's ``dev``
 sentences train, its ``held-out`` sentences evaluate, and the base model and the adapter
 are scored the same way (``finetune evaluate``).

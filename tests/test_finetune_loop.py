@@ -1,180 +1,248 @@
-"""The whole distillation loop on CPU with the real SmolLM2-135M-Instruct (shipped GGUF).
+"""The whole distillation loop on CPU with the real SmolLM2-135M-Instruct (shipped GGUF), kept small.
 
-teacher data made by SmolLM2 itself -> LoRA training of SmolLM2 -> resume from a
-checkpoint -> adapter reloaded (by our loader and by the build's hf: backend) ->
-evaluation before/after -> the adapter as the extraction LLM of a real build.
+scripted teacher -> ``make_teacher_data`` -> LoRA training of SmolLM2 -> the adapter beats the base
+model on held-out sentences -> resume from a checkpoint -> the adapter reloaded (by our loader and
+by the build's ``hf:`` backend) -> the adapter as the extraction LLM of a real build.
 
-SmolLM2-135M is a poor teacher: most of its answers are refused (echoes of the
-prompt's example, drifting rewrites). Those rejections are real and asserted. So
-that training has something to learn from, the training split is supplemented
-with hand-written extractions for the same passages (``HAND_WRITTEN`` below), as
-the data card says.
+The teacher is better than the student and costs nothing: a scripted OpenAI-compatible server
+(tests/_llm_server.py) answering each extraction prompt with the hand annotation of its sentence
+from tests/data/tagger_gold.jsonl (the sentence as the one fact, the annotated entities), and
+refusing one sentence on purpose. The ``dev`` sentences train; the held-out metric is generation
+on the file's ``heldout`` sentences, which no training example contains, scored with the build's
+parser by ``finetune evaluate``. scripts/finetune_demo_gold.py measures the same on all 74 sentences.
+SmolLM2 ships as a GGUF file, which transformers dequantises on every load (about 20 s here); the
+module dequantises it once into a float32 folder (``base``), and every load here reads that folder,
+which is the same model. Every fixture is module-scoped; no test reads what another test left behind.
 """
 from __future__ import annotations
 
 import json
 import shutil
-import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from sirerag_finetune.config import load_train_config
-from sirerag_finetune.dataset import extraction_example, read_examples, split_by_document, write_dataset
 from sirerag.config import BuildConfig, ChunkingConfig, ExtractionConfig, LLMConfig
 from sirerag.extraction import Fact
 from sirerag.io import read_json, read_jsonl
 from sirerag.types import Document, document_id
 
+from sirerag_finetune.config import load_train_config
+from sirerag_finetune.dataset import extraction_example, facts_target, read_examples, write_dataset
+
 pytestmark = pytest.mark.slow
 
-LLM = LLMConfig(batch_size=4, device="cpu")
-PASSAGES = [
-    ("Ada Lovelace", "Ada Lovelace was an English mathematician. She wrote the first published algorithm for "
-                     "Charles Babbage's Analytical Engine in 1843."),
-    ("Harwick Bridge", "The Harwick Bridge crosses the River Tame at Elmford. It was designed by Margaret Lowe "
-                       "and opened in 1931."),
-    ("Lake Baikal", "Lake Baikal is a rift lake in Siberia. It is the deepest lake in the world."),
-    ("Tove Jansson", "Tove Jansson was a Finnish writer and painter. She created the Moomins, whose first "
-                     "book appeared in 1945."),
-]
-DOCS = [Document(id=document_id(t, x), title=t, text=x) for t, x in PASSAGES]
-# what a good teacher would answer for each passage (written by hand for this test)
-HAND_WRITTEN = {
-    "Ada Lovelace": [("Ada Lovelace was an English mathematician.", ["Ada Lovelace"]),
-                     ("Ada Lovelace wrote the first published algorithm for the Analytical Engine in 1843.",
-                      ["Ada Lovelace", "Analytical Engine", "1843"]),
-                     ("Charles Babbage designed the Analytical Engine.", ["Charles Babbage", "Analytical Engine"])],
-    "Harwick Bridge": [("The Harwick Bridge crosses the River Tame at Elmford.",
-                        ["Harwick Bridge", "River Tame", "Elmford"]),
-                       ("Margaret Lowe designed the Harwick Bridge.", ["Margaret Lowe", "Harwick Bridge"]),
-                       ("The Harwick Bridge opened in 1931.", ["Harwick Bridge", "1931"])],
-    "Lake Baikal": [("Lake Baikal is a rift lake in Siberia.", ["Lake Baikal", "Siberia"]),
-                    ("Lake Baikal is the deepest lake in the world.", ["Lake Baikal"])],
-    "Tove Jansson": [("Tove Jansson was a Finnish writer and painter.", ["Tove Jansson"]),
-                     ("Tove Jansson created the Moomins.", ["Tove Jansson", "Moomins"]),
-                     ("The first Moomins book appeared in 1945.", ["Moomins", "1945"])],
-}
-BUDGETS = {"rewrite_max_tokens": 64, "extract_max_tokens": 96, "max_attempts": 1}
-EXTRACTION = ExtractionConfig(extractor="llm", **BUDGETS)
-STEPS = 24
-TIMINGS: dict[str, float] = {}
-DOWNSTREAM: dict[str, dict] = {}
+GOLD = Path(__file__).parent / "data" / "tagger_gold.jsonl"
+N_TRAIN, N_HELDOUT = 5, 6  # the shortest annotated sentences of each split (with at least 7 / 5 words)
+MAX_TOKENS = 64  # completion budget: room for a one-fact answer to these short sentences
+STEPS, LEARNING_RATE = 8, 3e-3  # two epochs over the 4 training examples
+REFUSED = 0  # the teacher refuses the shortest training sentence: one rejection, N_TRAIN - 1 examples kept
+BUDGETS = {"rewrite_max_tokens": 48, "extract_max_tokens": MAX_TOKENS, "max_attempts": 1}
+LLM = LLMConfig(batch_size=N_HELDOUT, device="cpu")
+
+
+def gold_rows(split: str, n: int, min_words: int) -> list[dict]:
+    rows = [r for r in read_jsonl(GOLD) if r["split"] == split and len(r["sentence"].split()) >= min_words]
+    return sorted(rows, key=lambda r: (len(r["sentence"]), r["sentence"]))[:n]
+
+
+def as_document(row: dict) -> Document:
+    return Document(id=document_id("", row["sentence"]), title="", text=row["sentence"])
+
+
+def gold_answer(row: dict) -> str:
+    return facts_target([Fact(row["sentence"], tuple(row["entities"]))])
 
 
 @pytest.fixture(scope="module")
-def llm_cache(tmp_path_factory):
-    """One call cache for the student's downstream evaluation and the build (same requests)."""
-    return tmp_path_factory.mktemp("cache")
+def gold() -> dict[str, list[dict]]:
+    return {"train": gold_rows("dev", N_TRAIN, 7), "heldout": gold_rows("heldout", N_HELDOUT, 5)}
 
 
 @pytest.fixture(scope="module")
-def teacher(tmp_path_factory):
+def base(tmp_path_factory) -> str:
+    """SmolLM2-135M-Instruct dequantised once from the shipped GGUF into a model folder; the base
+    ``hf:`` backend stays loaded for the whole module (adapters are merged into copies of it)."""
+    from sirerag.llm.factory import load_llm
+
+    from sirerag_finetune.modeling import load_base_model
+
+    folder = tmp_path_factory.mktemp("smollm2").resolve()
+    model, tokenizer = load_base_model(load_train_config("smollm2-135m-cpu").model)
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    del model
+    llm = load_llm(f"hf:{folder}", config=LLM)  # noqa: F841 - kept alive until the module ends
+    yield str(folder)
+
+
+@pytest.fixture(scope="module")
+def teacher_server(gold):
+    from _llm_server import FlakyServer
+
+    answers = {r["sentence"]: gold_answer(r) for r in gold["train"]}
+    refused = gold["train"][REFUSED]["sentence"]
+
+    def reply(body: dict) -> str:
+        paragraph = body["messages"][-1]["content"].rsplit("Paragraph: ", 1)[1].rsplit("\nOutput:", 1)[0].strip()
+        return "I am sorry, I cannot list facts for this paragraph." if paragraph == refused else answers[paragraph]
+
+    with FlakyServer(reply=reply) as server:
+        yield server
+
+
+def make_data(server, gold, out):  # noqa: ANN001, ANN201
     from sirerag_finetune.data import make_teacher_data
 
+    return make_teacher_data([as_document(r) for r in gold["train"]], out, teacher=f"openai:teacher@{server.url}",
+                             llm_config=LLMConfig(max_retries=0), tasks=("extract",), validation_fraction=0.0,
+                             seed=0, show_progress=False, **BUDGETS)
+
+
+@pytest.fixture(scope="module")
+def teacher(teacher_server, gold, tmp_path_factory):
     out = tmp_path_factory.mktemp("teacher")
-    start = time.perf_counter()
-    card = make_teacher_data(DOCS, out, teacher="hf:smollm2", llm_config=LLM, validation_fraction=0.25, seed=0,
-                             show_progress=False, **BUDGETS)
-    TIMINGS["make_data"] = time.perf_counter() - start
-    return out, card
+    return out, make_data(teacher_server, gold, out)
 
 
 @pytest.fixture(scope="module")
-def dataset(teacher, tmp_path_factory):
-    """The teacher's examples plus the hand-written ones, split by document as make-data splits."""
-    folder, card = teacher
-    examples = read_examples(folder / "train.jsonl") + read_examples(folder / "validation.jsonl")
-    extra = [extraction_example(d.text, [Fact(f, tuple(e)) for f, e in HAND_WRITTEN[d.title]], doc_id=d.id,
-                                chunk_id=f"hand-{d.id}", max_tokens=BUDGETS["extract_max_tokens"]) for d in DOCS]
-    out = tmp_path_factory.mktemp("data")
-    train, validation = split_by_document(examples + extra, 0.25, seed=0)
-    write_dataset(out, train, validation, extra={**card, "supplement": f"{len(extra)} hand-written extraction "
-                                                 "examples added by tests/test_finetune_loop.py"})
-    return out, train, validation
+def heldout(gold, tmp_path_factory) -> Path:
+    """The held-out sentences as one-fact extraction examples (a validation split)."""
+    examples = [extraction_example(r["sentence"], [Fact(r["sentence"], tuple(r["entities"]))],
+                                   doc_id=as_document(r).id, chunk_id=f"heldout-{i}", max_tokens=MAX_TOKENS)
+                for i, r in enumerate(gold["heldout"])]
+    out = tmp_path_factory.mktemp("heldout")
+    write_dataset(out, [], examples, extra={"teacher": f"hand annotations ({GOLD.name}, heldout)"})
+    return out / "validation.jsonl"
 
 
 @pytest.fixture(scope="module")
-def trained(dataset, tmp_path_factory):
+def trained(base, teacher, heldout, tmp_path_factory):
     from sirerag_finetune.train import train_lora
 
-    folder, _, _ = dataset
-    config = load_train_config("smollm2-135m-cpu").with_overrides(
-        [f"optim.max_steps={STEPS}", "optim.save_steps=20", "optim.eval_steps=0"])
+    folder, _ = teacher
+    config = load_train_config("smollm2-135m-cpu")
+    config = replace(config, model=replace(config.model, base=base)).with_overrides(
+        [f"optim.max_steps={STEPS}", f"optim.save_steps={STEPS - 1}", "optim.eval_steps=0",
+         f"optim.learning_rate={LEARNING_RATE}"])
     out = tmp_path_factory.mktemp("run")
-    start = time.perf_counter()
-    result = train_lora(config, folder / "train.jsonl", out, validation_path=folder / "validation.jsonl",
-                        show_progress=False)
-    TIMINGS["train"] = time.perf_counter() - start
+    result = train_lora(config, folder / "train.jsonl", out, validation_path=heldout, show_progress=False)
     return config, result
 
 
-def test_teacher_data_accounts_for_every_output(teacher, monkeypatch):
+@pytest.fixture(scope="module")
+def evaluations(base, trained, heldout, gold, tmp_path_factory):
+    """``finetune evaluate`` on the held-out sentences: the base model, then the adapter (with the
+    downstream statistics of one held-out sentence run through the build's extraction stage)."""
+    from sirerag_finetune.evaluate import evaluate_extractor, write_report
+
+    _, result = trained
+    out = tmp_path_factory.mktemp("eval")
+    extraction = ExtractionConfig(extractor="llm", **BUDGETS)
+    reports = [evaluate_extractor(f"hf:{base}", heldout, llm_config=LLM, show_progress=False),
+               evaluate_extractor(result.summary["serve_spec"], heldout, llm_config=LLM,
+                                  cache_dir=out / "cache" / "llm", corpus=[as_document(gold["heldout"][-1])],
+                                  extraction=extraction, show_progress=False)]
+    write_report(reports, out)
+    return reports, out
+
+
+def test_teacher_data_accounts_for_every_output(teacher, teacher_server, gold):
     folder, card = teacher
-    examples = read_examples(folder / "train.jsonl") + read_examples(folder / "validation.jsonl")
+    train = read_examples(folder / "train.jsonl")
     rejected = list(read_jsonl(folder / "rejected.jsonl"))
-    # every chunk gave exactly one rewrite and one extraction outcome: kept or rejected with a reason
-    for stage in ("rewrite", "extract"):
-        kept = sum(1 for e in examples if e.task == stage)
-        refused = [r for r in rejected if r["stage"] == stage]
-        assert kept + len(refused) == len(DOCS), stage
-        assert all(r["reason"] for r in refused)
-    assert card["rejected"]["total"] == len(rejected) and card["teacher"] == "hf:smollm2"
-    assert card["prompt_versions"] == {"rewrite": "coref_rewrite@1", "extract": "extract_propositions@1"}
+    # one extraction per sentence: kept with the teacher's answer, or refused with a reason
+    refused = as_document(gold["train"][REFUSED]).id
+    assert [(r["stage"], r["doc_id"]) for r in rejected] == [("extract", refused)]
+    assert rejected[0]["reason"] and rejected[0]["raw"] == ["I am sorry, I cannot list facts for this paragraph."]
+    expected = {as_document(r).id: gold_answer(r) for i, r in enumerate(gold["train"]) if i != REFUSED}
+    assert {e.doc_id: e.messages[-1][1] for e in train} == expected
+    assert all(e.task == "extract" and e.max_tokens == MAX_TOKENS for e in train)
+    assert not read_examples(folder / "validation.jsonl")  # the held-out set is separate (fixture heldout)
+    assert card["rejected"]["total"] == 1 and card["teacher"] == "openai:teacher"
+    assert card["examples"]["train"]["total"] == N_TRAIN - 1
     assert (folder / "data_card.md").read_text().count("×") == len(card["rejected"]["by_reason"])
-    train_docs = {e.doc_id for e in read_examples(folder / "train.jsonl")}
-    assert train_docs.isdisjoint(e.doc_id for e in read_examples(folder / "validation.jsonl"))
-    # the call cache makes a second run free and identical
-    from sirerag_finetune.data import make_teacher_data
-
-    from sirerag.llm import hf_backend
-
-    def no_generation(self, prompts, requests):  # noqa: ANN001, ANN202
-        raise AssertionError("the teacher was asked again: the call cache did not answer")
-
-    monkeypatch.setattr(hf_backend.HFLocalLLM, "_generate", no_generation)
-    again = make_teacher_data(DOCS, folder, teacher="hf:smollm2", llm_config=LLM, validation_fraction=0.25, seed=0,
-                              show_progress=False, **BUDGETS)
-    assert again == card
+    # the call cache makes a second run free (the teacher is not asked again) and identical
+    asked = len(teacher_server.bodies)
+    assert asked == N_TRAIN
+    assert make_data(teacher_server, gold, folder) == card and len(teacher_server.bodies) == asked
 
 
-def test_training_loss_decreases_and_writes_artifacts(trained):
+def test_training_loss_decreases_and_writes_artifacts(trained, gold):
     config, result = trained
     log = [json.loads(line) for line in result.log_path.read_text().splitlines()]
     assert [r["step"] for r in log] == list(range(1, STEPS + 1))
     # one row per step, so an epoch is n_train consecutive steps over the same examples:
     # compare the token-weighted loss of the first and the last full epoch
     n = result.summary["n_train"]
-    assert STEPS >= 2 * n
+    assert n == N_TRAIN - 1 and STEPS >= 2 * n
 
     def epoch_loss(rows):
         return sum(r["loss"] * r["tokens"] for r in rows) / sum(r["tokens"] for r in rows)
 
     first, last = epoch_loss(log[:n]), epoch_loss(log[(STEPS // n - 1) * n:(STEPS // n) * n])
     assert last < 0.6 * first, f"training loss did not decrease: {first:.3f} -> {last:.3f}"
-    assert result.eval_loss is not None and result.eval_loss > 0
     assert (result.adapter_dir / "adapter_model.safetensors").is_file()
     assert json.loads((result.adapter_dir / "adapter_config.json").read_text())["r"] == config.lora.r
     assert result.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = result.adapter_dir.parent
     assert not [p for p in out.rglob("*") if p.suffix in (".pt", ".pth", ".bin", ".pkl")]  # nothing pickled
-    assert [p.name for p in sorted((out / "checkpoints").iterdir())] == ["step-000020", f"step-{STEPS:06d}"]
+    assert [p.name for p in sorted((out / "checkpoints").iterdir())] == [f"step-{STEPS - 1:06d}",
+                                                                          f"step-{STEPS:06d}"]
     summary = read_json(out / "training_summary.json")
-    assert summary["serve_spec"] == f"hf:smollm2+adapter={result.adapter_dir.resolve()}"
+    assert summary["serve_spec"] == f"hf:{config.model.base}+adapter={result.adapter_dir.resolve()}"
+    assert summary["n_validation"] == N_HELDOUT  # the held-out loss at the end of training
+    assert summary["eval_loss"] == result.eval_loss == log[-1]["eval_loss"] and 0 < result.eval_loss < first
+    held = {r["sentence"] for r in gold["heldout"]}
+    assert len(held) == N_HELDOUT and held.isdisjoint(r["sentence"] for r in gold["train"])
 
 
-def test_resume_reproduces_the_uninterrupted_run(dataset, trained, tmp_path):
+#: the adapter's held-out figures, floors a few points under what was measured with the constants above
+#: (torch 2.13 CPU; docs/finetune.md section 5): valid JSON 0.667 (base 0.167), proposition F1 0.800 (base
+#: 0.286), entity F1 0.588 (base 0.154). Six sentences: one answer more or less moves the rate by 0.167.
+FLOORS = {"json_valid_rate": 0.63, "propositions": 0.75, "entities": 0.55}
+
+
+def test_the_adapter_beats_the_base_model_on_held_out_sentences(base, evaluations):
+    """Generation on sentences no training example contains, parsed as a build parses it."""
+    reports, out = evaluations
+    before, after = reports[0]["extract"], reports[1]["extract"]
+    assert reports[0]["extractor"] == f"hf:{base}" and reports[1]["extractor"].startswith(f"hf:{base}+adapter=")
+    assert before["examples"] == after["examples"] == N_HELDOUT
+    got = {name: (after["json_valid_rate"], before["json_valid_rate"]) if name == "json_valid_rate"
+           else (after[name]["f1"], before[name]["f1"]) for name in FLOORS}
+    print("held-out (adapter, base):", got)  # shown with pytest -s
+    for name, floor in FLOORS.items():
+        assert got[name][0] >= floor and got[name][0] > got[name][1], (name, got)
+    assert "| JSON valid rate |" in (out / "eval.md").read_text()
+
+
+def test_resume_reproduces_the_uninterrupted_run(teacher, trained, tmp_path):
+    """Resuming from the last checkpoint but one redoes the final step: the same loss, and the same
+    adapter weights, which needs the restored optimiser moments, schedule and data order."""
+    from safetensors.torch import load_file
+
     from sirerag_finetune.train import train_lora
 
     config, result = trained
-    folder, _, _ = dataset
+    folder, _ = teacher
     original = result.adapter_dir.parent
-    shutil.copytree(original / "checkpoints" / "step-000020", tmp_path / "checkpoints" / "step-000020")
+    name = f"step-{STEPS - 1:06d}"
+    shutil.copytree(original / "checkpoints" / name, tmp_path / "checkpoints" / name)
     rows = [json.loads(line) for line in (original / "train_log.jsonl").read_text().splitlines()]
-    (tmp_path / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:20]))
+    (tmp_path / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:STEPS - 1]))
     resumed = train_lora(config, folder / "train.jsonl", tmp_path, resume="latest", show_progress=False)
     again = [json.loads(line) for line in resumed.log_path.read_text().splitlines()]
-    assert [r["step"] for r in again] == list(range(1, STEPS + 1))
-    assert [r["loss"] for r in again[20:]] == pytest.approx([r["loss"] for r in rows[20:]], abs=1e-5)
+    assert [r["step"] for r in again] == list(range(1, STEPS + 1)) and resumed.summary["resumed_from_step"] == STEPS - 1
+    assert again[-1]["loss"] == pytest.approx(rows[-1]["loss"], abs=1e-5)
+    weights = load_file(str(resumed.adapter_dir / "adapter_model.safetensors"))
+    expected = load_file(str(result.adapter_dir / "adapter_model.safetensors"))
+    assert weights.keys() == expected.keys()
+    start = load_file(str(original / "checkpoints" / name / "adapter_model.safetensors"))
+    for key, value in expected.items():
+        assert (value - weights[key]).abs().max() <= 1e-5 * (1 + value.abs().max()), key
+    assert any(not (value == start[key]).all() for key, value in expected.items())  # the last step changed them
 
 
 def _generate(model, tokenizer, messages, max_new_tokens):
@@ -190,16 +258,16 @@ def _generate(model, tokenizer, messages, max_new_tokens):
     return out[0, ids.shape[1]:].tolist()
 
 
-def test_adapter_reloads_with_identical_outputs(dataset, trained):
+def test_adapter_reloads_with_identical_outputs(heldout, trained):
     import torch
 
-    from sirerag_finetune.modeling import load_adapter_model
     from sirerag.llm.base import LLMRequest
     from sirerag.llm.factory import load_llm
 
+    from sirerag_finetune.modeling import load_adapter_model
+
     config, result = trained
-    _, _, validation = dataset
-    messages = validation[0].messages[:-1]
+    messages = read_examples(heldout)[0].messages[:-1]
     trained_ids = _generate(result.model, result.tokenizer, messages, 16)
     model, tokenizer = load_adapter_model(config.model, result.adapter_dir)
     assert _generate(model, tokenizer, messages, 16) == trained_ids
@@ -215,52 +283,26 @@ def test_adapter_reloads_with_identical_outputs(dataset, trained):
     assert completion.text == result.tokenizer.decode(trained_ids[:cut], skip_special_tokens=True).strip()
 
 
-def test_evaluation_before_and_after(teacher, dataset, trained, llm_cache, tmp_path):
-    from sirerag_finetune.evaluate import evaluate_extractor, write_report
+def test_build_uses_the_adapter_for_extraction(base, trained, evaluations, gold, tmp_path):
+    from sirerag.pipeline.build import build_index
 
-    folder, _, validation = dataset
     _, result = trained
-    reports = []
-    # the base model is the teacher here: its answers to the teacher's own requests come from the call cache
-    for spec, cache, corpus in (("hf:smollm2", teacher[0] / "cache", None),
-                                (result.summary["serve_spec"], llm_cache / "llm", DOCS[:1])):
-        start = time.perf_counter()
-        reports.append(evaluate_extractor(spec, folder / "validation.jsonl", llm_config=LLM, cache_dir=cache,
-                                          corpus=corpus, extraction=EXTRACTION, show_progress=False))
-        TIMINGS[f"evaluate {spec[:20]}"] = time.perf_counter() - start
-    write_report(reports, tmp_path)
-    for report in reports:
-        extract = report["extract"]
-        assert extract["examples"] == sum(1 for e in validation if e.task == "extract") >= 1
-        assert 0.0 <= extract["json_valid_rate"] <= 1.0
-        for key in ("precision", "recall", "f1"):
-            assert 0.0 <= extract["entities"][key] <= 1.0 and 0.0 <= extract["propositions"][key] <= 1.0
-    assert reports[1]["extractor"].startswith("hf:smollm2+adapter=")
+    reports, out = evaluations
     downstream = reports[1]["downstream"]
     assert downstream["extraction"]["chunks"] == 1 and downstream["pool"]["leaves"] == 1
     assert downstream["pool"]["aggregates"] == downstream["aggregates"]["aggregates"]
     assert downstream["aggregates"]["propositions"] == downstream["extraction"]["propositions"]
-    DOWNSTREAM.update(downstream)
-    print("\n" + (tmp_path / "eval.md").read_text())  # shown with pytest -s: the before/after table
-    print("timings (s):", {k: round(v, 1) for k, v in TIMINGS.items()})
-
-
-def test_build_uses_the_adapter_for_extraction(trained, llm_cache, tmp_path):
-    from dataclasses import replace
-
-    from sirerag.pipeline.build import build_index
-
-    _, result = trained
     config = BuildConfig(trees=("relatedness",), chunking=ChunkingConfig(mode="passage"),
-                         extraction=replace(EXTRACTION, llm=result.summary["serve_spec"]))
-    report = build_index(DOCS[:1], tmp_path / "index", config, cache_dir=llm_cache, show_progress=False)
+                         extraction=ExtractionConfig(extractor="llm", llm=result.summary["serve_spec"], **BUDGETS))
+    # the evaluation's call cache: the build sends the requests the evaluation's downstream run sent
+    report = build_index([as_document(gold["heldout"][-1])], tmp_path / "index", config, cache_dir=out / "cache",
+                         show_progress=False)
     manifest = read_json(tmp_path / "index" / "manifest.json")
-    assert manifest["extractor"].startswith(f"llm:hf:smollm2+adapter={result.adapter_dir.resolve()}#")
+    assert manifest["extractor"].startswith(f"llm:hf:{base}+adapter={result.adapter_dir.resolve()}#")
     assert report.counts["extraction"]["chunks"] == 1
     rewrites = list(read_jsonl(tmp_path / "index" / "rewrites.jsonl"))
     assert len(rewrites) == 1 and rewrites[0]["rewrite"]  # the adapter answered the rewrite stage too
-    if DOWNSTREAM:  # the evaluation ran the same extraction stage through the same cache
-        assert report.counts["extraction"]["propositions"] == DOWNSTREAM["extraction"]["propositions"]
+    assert report.counts["extraction"]["propositions"] == downstream["extraction"]["propositions"]
 
 
 def test_loss_mask_covers_exactly_the_assistant_turns(trained):
