@@ -35,7 +35,9 @@ def test_arrange_drops_covered_anchors_and_reserves_leaves():
     native = [Hit(i, 1.0) for i in ("a23", "a01", "l0", "a0", "l1", "l2", "a5", "l3")]
     assert ids(arrange(native, POOL, PoolRule(drop_covered=False, anchor=False, leaf_share=0.0))) == ids(native)
     # a23 and a01 wait for a passage of theirs; a0 adds nothing after l0; l1 is covered by a01; a5 never anchors
-    assert ids(arrange(native, POOL, PoolRule())) == ["l0", "a01", "l2", "a23", "a5"]
+    assert ids(arrange(native, POOL, PoolRule(leaf_share=0.5))) == ["l0", "a01", "l2", "a23", "a5"]
+    # the default share (0.9): the aggregates wait behind the leaves, which then cover them (dropped)
+    assert ids(arrange(native, POOL, PoolRule())) == ["l0", "l1", "l2", "l3", "a5"]
     only_leaves = arrange(native, POOL, PoolRule(drop_covered=False, anchor=False, leaf_share=1.0))
     assert ids(only_leaves)[:4] == ["l0", "l1", "l2", "l3"]  # with share 1 every other entry waits
 

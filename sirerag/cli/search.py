@@ -13,8 +13,8 @@ from typing import Any
 
 from sirerag.cli.common import add_common
 
-RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: dense+bm25+ppr with "
-                  "--linking ner when the index has a graph, else dense+bm25)")
+RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: ppr with --linking ner "
+                  "when the index has a graph, else dense)")
 
 
 def add_retriever_options(p: argparse.ArgumentParser) -> None:
@@ -27,13 +27,16 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
                    help="--retriever ppr: weight of the passage seeds in the reset (default 0.05)")
     p.add_argument("--fusion", choices=["score", "rrf"], help="fusion of a+b retrievers (default score)")
     p.add_argument("--pool-rule", choices=["passages", "native"],
-                   help="over a full pool: passages (summaries and aggregates never push out passages; default "
-                        "for ppr) or native (the retriever's own ranking; default for the others)")
+                   help="over a full pool: passages (summaries and aggregates never push out passages; the "
+                        "default) or native (the retriever's own ranking)")
+    p.add_argument("--leaf-share", type=float,
+                   help="with the passages rule: least share of leaves at every prefix of the ranking (default 0.9)")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter),
-             ("passage_weight", args.passage_weight), ("fusion", args.fusion), ("pool_rule", args.pool_rule))
+             ("passage_weight", args.passage_weight), ("fusion", args.fusion), ("pool_rule", args.pool_rule),
+             ("leaf_share", args.leaf_share))
     return {k: v for k, v in pairs if v is not None}
 
 

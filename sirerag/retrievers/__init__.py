@@ -38,16 +38,15 @@ OPTIONS: dict[str, frozenset[str]] = {
 FUSION_OPTIONS = frozenset({"fusion", "fusion_weights", "rrf_k", "fusion_depth"})
 #: options of the pool rule (any retriever)
 POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "anchor", "drop_covered", "pool_depth"})
-#: the default retriever, best first; the first one whose needs the index meets is used
 #: The retriever used when none is asked for, best first; one whose needs the index does not meet is
 #: skipped. A retriever enters this list only once it has measured best on all three bench corpora
-#: (musique, 2wikimultihopqa, hotpotqa): dense+bm25+ppr led on data/ (40 MuSiQue questions) but has
-#: not been measured on the bench corpora yet, so dense stays the default.
+#: (musique, 2wikimultihopqa, hotpotqa dev; docs/ppr.md): PPR with ``ner`` linking has the best passage
+#: recall@5 of the retrievers measured on each of them, so it leads when the index has a graph; dense
+#: retrieval is next (BM25 and dense+bm25 are better on some corpora and worse on others).
 DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("ppr", {"linking": "ner"}),
     ("dense", {}),
 )
-#: retrievers whose ranking goes through the pool rule by default (the others keep their own)
-POOL_RULE_DEFAULT = frozenset({"ppr"})
 
 
 def default_retriever(index: Any) -> tuple[str, dict[str, Any]]:
@@ -89,8 +88,8 @@ def load_retriever(name: str | None, index: Any, **options: Any) -> Retriever:
     Options are passed to the retriever (e.g. ``embedder=`` for dense, ``checkpoint=``
     for colbert, ``linking=`` for ppr; a fusion passes each part the options it takes).
     Pool options (any retriever): ``pool_rule`` (``passages`` = the rule of
-    :mod:`~sirerag.retrievers.pool_rank`, the default for ``ppr``; ``native`` = the
-    retriever's own ranking, the default for the others and for fusions), ``leaf_share``,
+    :mod:`~sirerag.retrievers.pool_rank`, the default for every retriever and fusion; ``native`` =
+    the retriever's own ranking), ``leaf_share``,
     ``anchor``, ``drop_covered``, ``pool_depth``.
 
     Raises:
@@ -109,7 +108,7 @@ def load_retriever(name: str | None, index: Any, **options: Any) -> Retriever:
         retriever = load_hybrid(name, index, **options)
     else:
         retriever = load_base(name, index, **options)
-    mode = pool_options.pop("pool_rule", "passages" if name in POOL_RULE_DEFAULT else "native")
+    mode = pool_options.pop("pool_rule", "passages")
     if mode not in ("passages", "native"):
         raise ConfigError(f"pool_rule must be 'passages' or 'native', got {mode!r}")
     from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, has_non_leaves

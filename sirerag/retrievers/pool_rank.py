@@ -32,7 +32,7 @@ class PoolRule:
 
     drop_covered: bool = True
     anchor: bool = True
-    leaf_share: float = 0.5
+    leaf_share: float = 0.9
 
     def validate(self) -> None:
         check(isinstance(self.drop_covered, bool), "drop_covered", self.drop_covered, "true or false")
