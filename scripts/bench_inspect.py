@@ -1,7 +1,9 @@
 """Size, write time and browser render time of ``sirerag inspect`` reports.
 
     python scripts/bench_inspect.py INDEX [INDEX ...] --out /tmp/reports
-    python scripts/bench_inspect.py --synthetic ../shared/bench/*/corpus.jsonl --entries 30000 --out /tmp/reports
+    B=../shared/bench
+    python scripts/bench_inspect.py --synthetic $B/2wikimultihopqa/corpus.jsonl $B/hotpotqa/corpus.jsonl \
+        $B/musique/corpus.jsonl --entries 30000 --out /tmp/reports --sections --browser
 
 ``--synthetic CORPUS ...`` makes a pool of realistic size without any model: the corpus passages
 (several corpora are concatenated, duplicates dropped; ``--entries N`` takes as many passages as

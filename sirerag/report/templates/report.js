@@ -39,10 +39,15 @@
       return node;
     }
     function title(d) { return d >= 0 && D.titles[d] ? D.titles[d] : ""; }
-    function preview(text, n) { text = text.replace(/\s+/g, " "); return text.length > n ? text.slice(0, n - 1) + "\u2026" : text; }
+    function preview(text, n) {
+      text = text.replace(/\s+/g, " ");
+      return text.length > n ? text.slice(0, n - 1) + "\u2026" : text;
+    }
 
     var docLeaves = {};
-    E.forEach(function (e, i) { if (e[0] === 0) e[5].forEach(function (d) { (docLeaves[d] = docLeaves[d] || []).push(i); }); });
+    E.forEach(function (e, i) {
+      if (e[0] === 0) e[5].forEach(function (d) { (docLeaves[d] = docLeaves[d] || []).push(i); });
+    });
 
     function entryLink(i, label) {
       var a = el("a", "", label);
