@@ -144,7 +144,7 @@ def grid(args) -> None:
             retriever = load_retriever(name, index, embedder=embedder, **options) if name != "bm25" \
                 else load_retriever(name, index, **options)
             result = evaluate_retrieval(index.pool, retriever, questions, show_progress=False)
-            row = {"config": label, "pool": pool_name, "seconds": round(time.perf_counter() - start, 1), **result}
+            row = {"config": label, "pool": pool_name, "seconds": round(time.perf_counter() - start, 1), **result.to_dict()}
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k not in ("latency_ms_p95",)}), flush=True)
     if args.json_out:

@@ -85,6 +85,24 @@ def test_search_loads_the_stored_index_and_old_indexes_fall_back(tmp_path, caplo
     assert "indexing in memory" in caplog.text and other.lexical.params["k1"] == 0.9
 
 
+def test_a_filtered_pool_is_indexed_in_memory_not_refused(tmp_path, caplog):
+    """A pool restricted after loading (e.g. to some entries) no longer matches the stored index."""
+    from dataclasses import replace
+
+    from sirerag.types import Pool
+
+    index = load_index(_index_dir(tmp_path / "idx"))
+    keep = list(range(0, len(index.pool.entries), 2))
+    half = replace(index, pool=Pool(entries=tuple(index.pool.entries[i] for i in keep),
+                                    embeddings=index.pool.embeddings[keep]))
+    with caplog.at_level(logging.INFO, logger="sirerag.retrievers.bm25"):
+        retriever = load_retriever("bm25", half)
+    assert "a filtered pool" in caplog.text
+    kept = {e.id for e in half.pool.entries}
+    hits = retriever.search(QUERIES[0], k=10)
+    assert hits and {h.entry_id for h in hits} <= kept
+
+
 def test_bm25_search_imports_neither_torch_nor_sklearn(tmp_path):
     index = _index_dir(tmp_path / "index")
     code = ("import json, sys\nfrom sirerag.cli.main import main\n"
