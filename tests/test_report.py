@@ -12,7 +12,7 @@ from sirerag.errors import InputError
 from sirerag.report.render import decode_data, encode_data, fill, write_report
 
 from _browser import DevTools, find_chromium, run_headless
-from _report_index import XSS, make_index
+from _report_index import DOCS, ENTITIES, XSS, make_index
 
 BROWSER = find_chromium()
 needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chromium installed (scripts/install.sh --dev "
@@ -100,6 +100,9 @@ def test_page_in_chromium_escapes_and_draws(report):
         page.eval(f"{agg}.open = true")
         page.wait_for(f"{agg}.querySelector('.props') !== null")
         assert page.eval(f"{agg}.querySelector(':scope > summary > b').textContent") == "Charles Babbage"
+        # its text, stored only as its propositions, is joined again by the page
+        assert page.eval(f"{agg}.querySelector(':scope > .full > .text').textContent") == " ".join(
+            text for (_, text), ents in zip(DOCS, ENTITIES) if "Charles Babbage" in ents)
         assert page.eval(f"[...{agg}.querySelectorAll('.props h4')].map(h => h.textContent)") == [
             "Ada Lovelace", "Charles Babbage", "Injected <b>title</b>"]
         page.eval(f"{agg}.querySelector('.props a').click()")
