@@ -1,7 +1,7 @@
 """One writer per index folder: an advisory ``fcntl.flock`` on a lock file beside it.
 
 Every command that writes an index folder (``build``, ``export``, building a ColBERT
-index, future ``add``/``remove``) holds :func:`index_lock` while it writes; a second
+index, ``add``/``remove``) holds :func:`index_lock` while it writes; a second
 writer fails at once with the pid and start time of the first. Readers never take the
 lock: the folder they read is replaced in one swap (see :mod:`sirerag.io.staging`).
 The lock file ``.<name>.lock`` stays beside the folder (deleting it would race).

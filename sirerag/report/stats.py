@@ -50,6 +50,8 @@ def index_stats(directory: str | Path | Index) -> dict[str, Any]:
         "relatedness_variant": relatedness_counts.get("variant"),
         "embedder": (manifest.get("embedder") or {}).get("spec"),
         "summarizer": manifest.get("summarizer"),
+        "drift": manifest.get("drift") or {"share": 0.0, "leaves_added": 0, "leaves_removed": 0},
+        "updates": len(manifest.get("history") or []),
     }
 
 
@@ -78,4 +80,8 @@ def format_stats(stats: dict[str, Any]) -> str:
               f"  {'summaries':<32}{stats['summarizer'] or '-'}",
               "", f"pool: {stats['pool_entries']} entries"]
     lines += [f"  {key:<32}{n}" for key, n in stats["pool"].items()]
+    drift = stats.get("drift") or {}
+    lines += ["", f"  {'drift since full build':<32}{drift.get('share', 0.0):.1%} of its leaves "
+              f"(+{drift.get('leaves_added', 0)} -{drift.get('leaves_removed', 0)}; "
+              f"{stats.get('updates', 0)} add/remove run(s))"]
     return "\n".join(lines)

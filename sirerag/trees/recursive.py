@@ -43,6 +43,7 @@ def build_summary_levels(
     random_state: int,
     show_progress: bool = True,
     cluster_stats: ClusterStats | None = None,
+    first_level: int = 0,
 ) -> TreeResult:
     """Build up to ``levels - 1`` summary levels above ``base``.
 
@@ -58,6 +59,8 @@ def build_summary_levels(
         show_progress: show a progress bar over the levels.
         cluster_stats: collects the clustering counters of every level when given
             (e.g. with ``keep_reduced=True`` to rerun the BIC searches in a benchmark).
+        first_level: the level of ``base`` in its tree (an incremental update grows a tree
+            above its old top level); summaries are numbered from ``first_level + 1``.
 
     Returns:
         A :class:`TreeResult` with the base nodes first, then each summary level, and
@@ -98,13 +101,14 @@ def build_summary_levels(
             logger.info("%s tree: level %d would have as many nodes (%d) as level %d; stopping",
                         tree_name, level, len(clusters), level - 1)
             break
-        new_nodes, new_emb = _summary_level(current, clusters, tree_name=tree_name, level=level,
+        new_nodes, new_emb = _summary_level(current, clusters, tree_name=tree_name, level=first_level + level,
                                             embedder=embedder, summarizer=summarizer, seconds=seconds)
         nodes.extend(new_nodes)
         blocks.append(new_emb)
-        per_level.append({"level": level, "nodes": len(new_nodes), "clusters": len(clusters),
+        per_level.append({"level": first_level + level, "nodes": len(new_nodes), "clusters": len(clusters),
                           "mean_cluster_size": round(float(np.mean([len(c) for c in clusters])), 3)})
-        logger.info("%s tree: level %d has %d summaries of %d nodes", tree_name, level, len(new_nodes), len(current))
+        logger.info("%s tree: level %d has %d summaries of %d nodes", tree_name, first_level + level, len(new_nodes),
+                    len(current))
         current, current_emb = new_nodes, new_emb
         if len(clusters) == 1:
             stop = "root"

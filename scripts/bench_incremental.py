@@ -1,0 +1,149 @@
+"""Incremental update vs full rebuild: build on 80% of a corpus, ``add`` the other 20%, and compare
+with a full build of 100% (issue 15).
+
+Example (the subset used for docs/incremental.md)::
+
+    python scripts/bench_incremental.py ../shared/bench/musique --questions 60 --passages 500 --seed-check \
+        --work /tmp/bench-incr --json bench_incremental.json
+
+The corpus is the gold passages of the first ``--questions`` dev questions plus the first other
+passages of the corpus up to ``--passages`` in all; the held-out 20% is a seeded random sample of
+it (gold passages included). The two paths use separate caches, so each pays for its own
+embeddings. Recorded per path: summaries written (a counting wrapper around the summariser the
+settings name), chunks extracted, LLM-equivalent calls (summaries + 2 per extracted chunk: the
+LLM pipeline's coreference rewrite and extraction calls), wall and CPU seconds; and, for the final
+indexes, dense passage_recall@5 and answer_recall@1024 over the questions. ``--seed-check`` adds a
+second full build with another seed: the quality spread between two equally valid builds.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+class Counting:
+    """Wraps a summariser and counts the groups it summarises."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.calls = inner, 0
+
+    @property
+    def spec(self) -> str:
+        return self.inner.spec
+
+    def summarize(self, groups):  # noqa: ANN001, ANN201
+        self.calls += len(groups)
+        return self.inner.summarize(groups)
+
+
+def _subset(folder: Path, n_questions: int, n_passages: int, seed: int) -> tuple[list, list, list]:
+    from sirerag.evaluation.retrieval import load_questions
+    from sirerag.io.corpus import load_corpus
+
+    questions = load_questions(folder / "questions.jsonl", split="dev", limit=n_questions)
+    corpus = load_corpus(folder / "corpus.jsonl")
+    gold = {p for q in questions for p in q.gold_passage_ids}
+    chosen = [d for d in corpus if d.id in gold]
+    chosen += [d for d in corpus if d.id not in gold][:max(0, n_passages - len(chosen))]
+    order = {d.id: i for i, d in enumerate(corpus)}
+    chosen.sort(key=lambda d: order[d.id])
+    held = set(random.Random(seed).sample([d.id for d in chosen], len(chosen) // 5))
+    return questions, [d for d in chosen if d.id not in held], [d for d in chosen if d.id in held]
+
+
+def _timed(fn: Any) -> tuple[Any, float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, round(time.perf_counter() - wall, 2), round(time.process_time() - cpu, 2)
+
+
+def _quality(index_dir: Path, questions: list) -> dict[str, float]:
+    from sirerag.evaluation.retrieval import evaluate_retrieval
+    from sirerag.pool import load_index
+    from sirerag.retrievers import load_retriever
+
+    index = load_index(index_dir)
+    result = evaluate_retrieval(index.pool, load_retriever("dense", index), questions, show_progress=False)
+    return {"passage_recall@5": round(result.passage_recall[5], 4),
+            "answer_recall@1024": round(result.answer_recall[1024] or 0.0, 4), "pool_entries": len(index.pool)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("bench", help="a ../shared/bench/<set> folder (corpus.jsonl + questions.jsonl)")
+    parser.add_argument("--questions", type=int, default=40, help="first N dev questions")
+    parser.add_argument("--passages", type=int, default=600, help="passages in the subset (gold ones first)")
+    parser.add_argument("--work", required=True, help="scratch folder (replaced)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--seed-check", action="store_true",
+                        help="also build 100%% with seed + 1 (its embeddings cached), to show the spread of quality "
+                             "between two full builds")
+    args = parser.parse_args(argv)
+
+    import sirerag.pipeline.build as build_mod
+    from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
+    from sirerag.config import BuildConfig, ChunkingConfig
+    from sirerag.pipeline.update import update_index
+
+    configure_numba_cache()
+    cache_umap_functions()
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    questions, base, held = _subset(Path(args.bench), args.questions, args.passages, args.seed)
+    config = BuildConfig(seed=args.seed, chunking=ChunkingConfig(mode="passage")).validate()
+    counters: list[Counting] = []
+    make = build_mod.make_summarizer
+
+    def counted(*a: Any, **k: Any) -> Counting:
+        counters.append(Counting(make(*a, **k)))
+        return counters[-1]
+
+    build_mod.make_summarizer = counted  # type: ignore[assignment]
+    rows: dict[str, dict[str, Any]] = {}
+    _, wall, cpu = _timed(lambda: build_mod.build_index(base, work / "incremental", config,
+                                                        cache_dir=work / "cache-incremental", show_progress=False))
+    rows["build 80%"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base), "wall_s": wall, "cpu_s": cpu}
+    report, wall, cpu = _timed(lambda: update_index(work / "incremental", add=held,
+                                                    cache_dir=work / "cache-incremental"))
+    rows["add 20%"] = {"summaries": counters[-1].calls, "chunks_extracted": report.counts["chunks_extracted"],
+                       "wall_s": wall, "cpu_s": cpu, "counts": report.counts, "timings": report.timings}
+    _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full", config,
+                                                        cache_dir=work / "cache-full", show_progress=False))
+    rows["full build 100%"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base) + len(held),
+                               "wall_s": wall, "cpu_s": cpu}
+    if args.seed_check:  # the spread between two full builds that differ only in their seed
+        other = BuildConfig(seed=args.seed + 1, chunking=ChunkingConfig(mode="passage")).validate()
+        _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full-seed2", other,
+                                                            cache_dir=work / "cache-full", show_progress=False))
+        rows["full build 100%, seed + 1"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base) + len(held),
+                                             "wall_s": wall, "cpu_s": cpu, **_quality(work / "full-seed2", questions)}
+    for row in rows.values():
+        row["llm_equivalent_calls"] = row["summaries"] + 2 * row["chunks_extracted"]
+    rows["add 20%"].update(_quality(work / "incremental", questions))
+    rows["full build 100%"].update(_quality(work / "full", questions))
+    add, full = rows["add 20%"], rows["full build 100%"]
+    summary = {"bench": args.bench, "questions": len(questions), "passages": len(base) + len(held),
+               "added": len(held), "rows": rows,
+               "add_share_of_full_calls": round(add["llm_equivalent_calls"] / full["llm_equivalent_calls"], 4),
+               "add_share_of_full_summaries": round(add["summaries"] / max(full["summaries"], 1), 4),
+               "delta_passage_recall@5": round(add["passage_recall@5"] - full["passage_recall@5"], 4),
+               "delta_answer_recall@1024": round(add["answer_recall@1024"] - full["answer_recall@1024"], 4)}
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

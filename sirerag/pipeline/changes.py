@@ -1,0 +1,94 @@
+"""What an add or remove changes: the plan of documents, and the history and drift it records."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from sirerag.errors import InputError
+from sirerag.io import read_jsonl
+from sirerag.types import Document
+
+#: Share of leaves added or removed since the last full build past which a warning suggests rebuilding.
+DEFAULT_DRIFT_WARN = 0.3
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Documents of the updated index (old ones kept, then new ones, in order) and what changed."""
+
+    documents: tuple[Document, ...]
+    added: tuple[Document, ...]
+    removed: frozenset[str]
+    updated: tuple[str, ...]
+    skipped: int
+
+    @property
+    def empty(self) -> bool:
+        return not self.added and not self.removed
+
+
+def plan_changes(old: Sequence[Document], *, add: Sequence[Document] = (), remove: Iterable[str] = ()) -> Plan:
+    """The documents after removing ``remove`` and adding ``add``.
+
+    A document of ``add`` whose id is in the index with the same title and text is skipped; with
+    another text it is an update (its old version is removed, the new one added).
+
+    Raises:
+        InputError: an id of ``remove`` is not in the index (every unknown id is named).
+    """
+    by_id = {d.id: d for d in old}
+    remove = list(dict.fromkeys(remove))
+    unknown = [i for i in remove if i not in by_id]
+    if unknown:
+        shown = ", ".join(unknown[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
+        raise InputError(f"{len(unknown)} document id(s) not in the index: {shown}; nothing was changed")
+    removed = set(remove)
+    added: list[Document] = []
+    updated: list[str] = []
+    skipped = 0
+    for doc in dict((d.id, d) for d in add).values():  # a repeated id: its last version
+        known = by_id.get(doc.id)
+        if known is not None and doc.id not in removed:
+            if (known.text, known.title) == (doc.text, doc.title):
+                skipped += 1
+                continue
+            removed.add(doc.id)
+            updated.append(doc.id)
+        added.append(doc)
+    kept = tuple(d for d in old if d.id not in removed)
+    return Plan(documents=kept + tuple(added), added=tuple(added), removed=frozenset(removed),
+                updated=tuple(updated), skipped=skipped)
+
+
+def merged_records(path: Path, removed: frozenset[str], new: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of an index's per-chunk record file (extraction failures, rewrites) without the removed
+    documents' rows, then ``new``."""
+    old = [r for r in read_jsonl(path) if r.get("doc_id") not in removed] if path.is_file() else []
+    return old + list(new)
+
+
+def record_change(manifest: dict[str, Any], *, command: str, plan: Plan, leaves_before: int, leaves_added: int,
+                  leaves_removed: int, summaries_written: int, chunks_extracted: int) -> dict[str, Any]:
+    """Append the change to ``manifest["history"]`` and update ``manifest["drift"]`` (in place);
+    returns the drift record.
+
+    Drift is the share of leaves added or removed since the last full build, over the leaves
+    that build had; an index without a drift record (a full build) starts from ``leaves_before``.
+    """
+    manifest.setdefault("history", []).append({
+        "command": command, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "documents_added": len(plan.added) - len(plan.updated), "documents_updated": len(plan.updated),
+        "documents_removed": len(plan.removed) - len(plan.updated), "documents_skipped": plan.skipped,
+        "leaves_added": leaves_added, "leaves_removed": leaves_removed,
+        "summaries_written": summaries_written, "chunks_extracted": chunks_extracted,
+    })
+    drift = dict(manifest.get("drift") or {"leaves_at_full_build": leaves_before, "leaves_added": 0,
+                                           "leaves_removed": 0})
+    drift["leaves_added"] += leaves_added
+    drift["leaves_removed"] += leaves_removed
+    base = max(int(drift["leaves_at_full_build"]), 1)
+    drift["share"] = round((drift["leaves_added"] + drift["leaves_removed"]) / base, 4)
+    manifest["drift"] = drift
+    return drift

@@ -1,0 +1,103 @@
+"""The tree side of ``sirerag add``/``remove``: both trees updated over the stored pool, and an
+embedder that reuses the rows an index already stores."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from sirerag.config import BuildConfig
+from sirerag.types import Chunk, Node
+
+
+class TreeUpdate:
+    """The two trees of the index being updated."""
+
+    def __init__(self, entries: Sequence[Node], vectors: dict[str, np.ndarray], config: BuildConfig,
+                 embedder: Any, summarizer: Any) -> None:
+        self.entries, self.vectors, self.config = entries, vectors, config
+        self.embedder, self.summarizer = embedder, summarizer
+        self.levels: dict[str, list[list[Node]]] = {}
+        self.stats: dict[str, Any] = {}
+        self.written = 0
+
+    def _update(self, name: str, base_kinds: tuple[str, ...], base: list[Node], summaries: bool) -> None:
+        from sirerag.trees.incremental import old_levels, update_tree
+
+        if not summaries:
+            self.levels[name] = [base]
+            return
+        old = old_levels(self.entries, name, base_kinds)
+        levels, stats = update_tree(old, base, self.vectors, tree_name=name, embedder=self.embedder,
+                                    summarizer=self.summarizer, clustering=self.config.clustering,
+                                    levels=self.config.tree.levels, random_state=self.config.seed,
+                                    successors=_same_entity(old[0], base))
+        self.levels[name] = levels
+        self.stats[name] = stats.to_dict()
+        self.written += stats.summaries_written
+
+    def similarity(self, chunks: Sequence[Chunk]) -> None:
+        base = [Node(id=c.id, text=c.text, kind="leaf", tree="similarity", level=0, passages=(c.doc_id,))
+                for c in chunks]
+        self._update("similarity", ("leaf",), base, "similarity" in self.config.trees)
+
+    def relatedness(self, propositions: Sequence[Any]) -> None:
+        from sirerag.trees.aggregates import build_aggregates
+
+        relatedness = self.config.relatedness
+        base = list(build_aggregates(propositions, max_tokens=relatedness.aggregate_max_tokens,
+                                     skip_redundant=relatedness.skip_redundant_entities).nodes)
+        missing = [n for n in base if n.id not in self.vectors]
+        if missing:
+            rows = np.asarray(self.embedder.encode_documents([n.text for n in missing]), dtype=np.float32)
+            self.vectors.update({n.id: row for n, row in zip(missing, rows)})
+        self._update("relatedness", ("aggregate",), base, relatedness.summaries)
+
+    def pool_order(self) -> list[list[Node]]:
+        """One node list per tree, level by level (the build's pool order)."""
+        return [[n for level in self.levels[name] for n in level] for name in ("similarity", "relatedness")
+                if name in self.levels]
+
+
+def _same_entity(old: Sequence[Node], new: Sequence[Node]) -> dict[str, list[str]]:
+    """Old aggregate id -> the new aggregates of its entity, for aggregates that changed."""
+    new_ids = {n.id for n in new}
+    old_ids = {n.id for n in old}
+    by_entity: dict[str, list[str]] = {}
+    for node in new:
+        if node.entity is not None and node.id not in old_ids:
+            by_entity.setdefault(node.entity.casefold(), []).append(node.id)
+    return {n.id: by_entity[n.entity.casefold()] for n in old
+            if n.entity is not None and n.id not in new_ids and n.entity.casefold() in by_entity}
+
+
+class KnownEmbedder:
+    """An embedder that answers texts of the old graph (entity names, facts) from its stored rows and
+    encodes only the others, so rebuilding the graph embeds only what is new, cache or not."""
+
+    def __init__(self, inner: Any, rows: dict[str, np.ndarray]) -> None:
+        self.inner, self.rows = inner, rows
+        self.dim, self.spec = inner.dim, inner.spec
+
+    @classmethod
+    def from_graph(cls, inner: Any, folder: Path | None) -> Any:
+        from sirerag.errors import IndexFormatError
+        from sirerag.graph.store import load_graph
+
+        if folder is None:
+            return inner
+        try:
+            graph, _ = load_graph(folder)
+        except IndexFormatError:
+            return inner
+        rows = dict(zip(graph.entities, graph.entity_embeddings))
+        if len(graph.fact_embeddings) == len(graph.facts):
+            rows.update((f.text, row) for f, row in zip(graph.facts, graph.fact_embeddings))
+        return cls(inner, rows)
+
+    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.rows))
+        if missing:
+            self.rows.update(zip(missing, np.asarray(self.inner.encode_documents(missing), dtype=np.float32)))
+        return np.vstack([self.rows[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
