@@ -1,13 +1,19 @@
-"""Size and render time of ``sirerag inspect`` reports.
+"""Size, write time and browser render time of ``sirerag inspect`` reports.
 
     python scripts/bench_inspect.py INDEX [INDEX ...] --out /tmp/reports
-    python scripts/bench_inspect.py --synthetic ../shared/bench/2wikimultihopqa/corpus.jsonl --out /tmp/reports
+    B=../shared/bench
+    python scripts/bench_inspect.py --synthetic $B/2wikimultihopqa/corpus.jsonl $B/hotpotqa/corpus.jsonl \
+        $B/musique/corpus.jsonl --entries 30000 --out /tmp/reports --sections --browser
 
-``--synthetic`` makes a pool of realistic size without any model: the corpus passages
-as leaves, three levels of summaries over groups of six, one aggregate per capitalised
-name that occurs in two or more sentences (its sentences as propositions), summaries over
-those, and the entity graph of the sentences (no synonym edges). Prints one JSON line per
-index: entries, tree nodes, graph edges, bytes, seconds.
+``--synthetic CORPUS ...`` makes a pool of realistic size without any model: the corpus passages
+(several corpora are concatenated, duplicates dropped; ``--entries N`` takes as many passages as
+give about N pool entries) as leaves, three levels of summaries over groups of six, one aggregate
+per capitalised name that occurs in two or more sentences (its sentences as propositions),
+summaries over those, and the entity graph of the sentences (no synonym edges).
+
+Prints one JSON line per index: entries, tree nodes, graph edges, MB, write wall/CPU seconds,
+peak RSS, the bytes of each part of the page (``--sections``) and, with ``--browser``, the
+seconds headless Chromium takes from navigation until the page script has finished.
 """
 from __future__ import annotations
 
@@ -16,8 +22,10 @@ import json
 import logging
 import re
 import resource
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +33,7 @@ from sirerag.graph.build import build_graph
 from sirerag.graph.store import GRAPH_DIR, save_graph
 from sirerag.io import read_jsonl, write_manifest
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, save_pool, save_records
-from sirerag.report.render import write_report
+from sirerag.report.render import decode_data, write_report
 from sirerag.types import Chunk, Document, Node, Pool, Proposition
 
 NAME = re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
@@ -47,8 +55,48 @@ def _summaries(children: list[Node], tree: str, levels: int) -> list[Node]:
     return out
 
 
-def synthetic_index(corpus: Path, out: Path) -> Path:
-    docs = [Document(id=r["id"], title=r.get("title", ""), text=r["text"]) for r in read_jsonl(corpus)]
+def _documents(corpora: list[Path]) -> list[Document]:
+    seen: dict[str, Document] = {}
+    for corpus in corpora:
+        for r in read_jsonl(corpus):
+            seen.setdefault(r["id"], Document(id=r["id"], title=r.get("title", ""), text=r["text"]))
+    return list(seen.values())
+
+
+def _entries_for(docs: list[Document]) -> int:
+    """Pool entries the synthetic index of ``docs`` has (leaves, summaries, aggregates, their summaries)."""
+    names: dict[str, int] = {}
+    for d in docs:
+        for sentence in SENTENCE.split(d.text):
+            for name in dict.fromkeys(NAME.findall(sentence)):
+                names[name] = names.get(name, 0) + 1
+    aggs = sum(1 for n in names.values() if n >= 2)
+
+    def tree(n: int) -> int:
+        total = n
+        for _ in range(3):
+            n = -(-n // 6)
+            total += n
+        return total
+    return tree(len(docs)) + tree(aggs)
+
+
+def pick_documents(corpora: list[Path], entries: int | None) -> list[Document]:
+    """The documents of ``corpora``; with ``entries``, the first ones whose synthetic pool has about that
+    many entries (a few proportional steps)."""
+    docs = _documents(corpora)
+    if not entries:
+        return docs
+    n = min(len(docs), entries // 2)
+    for _ in range(4):
+        got = _entries_for(docs[:n])
+        n = min(len(docs), round(n * entries / got))
+    if _entries_for(docs[:n]) < entries * 0.97:
+        raise SystemExit(f"--entries {entries}: the corpora give only {_entries_for(docs)} entries")
+    return docs[:n]
+
+
+def synthetic_index(docs: list[Document], out: Path) -> Path:
     chunks = [Chunk(id=Chunk.make_id(d.id, 0, d.text), doc_id=d.id, index=0, text=d.text, n_tokens=0) for d in docs]
     leaves = [Node(id=c.id, text=c.text, kind="leaf", tree="similarity", level=0, passages=(c.doc_id,)) for c in chunks]
     props = []
@@ -78,24 +126,90 @@ def synthetic_index(corpus: Path, out: Path) -> Path:
     return out
 
 
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def sections(page: str) -> dict[str, int]:
+    """Bytes (UTF-8) of each part of a report page: overview, each tree's markup, the embedded data
+    (``data.embedded`` as written; ``data.json.*`` each key as plain compact JSON, entry texts apart),
+    the vendored and the page's own script."""
+    def size(text: str) -> int:
+        return len(text.encode("utf-8"))
+
+    parts: dict[str, int] = {"total": size(page)}
+    found = re.search(r'<section id="overview">.*?</section>', page, re.S)
+    parts["overview"] = size(found.group(0)) if found else 0
+    for tree in ("similarity", "relatedness"):
+        found = re.search(rf'<section id="tree-{tree}">.*?</section>', page, re.S)
+        parts[f"tree_markup.{tree}"] = size(found.group(0)) if found else 0
+    found = re.search(r'<script type="application/(json|octet-stream)" id="report-data">(.*?)</script>', page, re.S)
+    if found:
+        parts["data.embedded"] = size(found.group(2))
+        data = json.loads(found.group(2)) if found.group(1) == "json" else decode_data(found.group(2))
+        parts["data.json.total"] = _json_size(data)
+        for key, value in data.items():
+            parts[f"data.json.{key}"] = _json_size(value)
+        parts["data.json.entries(texts)"] = _json_size([row[3] for row in data["entries"]])
+    scripts = sorted(re.findall(r"<script>(.*?)</script>", page, re.S), key=len, reverse=True)
+    parts["scripts.vendor"] = size(scripts[0]) if scripts else 0
+    parts["scripts.page"] = sum(size(s) for s in scripts[1:])
+    parts["rest"] = parts["total"] - parts["overview"] - parts["tree_markup.similarity"] - \
+        parts["tree_markup.relatedness"] - parts.get("data.embedded", 0) - parts["scripts.vendor"] - \
+        parts["scripts.page"]
+    return parts
+
+
+def render_seconds(page: Path) -> float:
+    """Seconds headless Chromium takes from navigating to ``page`` until its script has finished."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from _browser import DevTools, find_chromium
+
+    browser = find_chromium()
+    if browser is None:
+        raise SystemExit("--browser: no Chromium installed")
+    with DevTools(browser) as tab:
+        target = tab.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
+        tab.session = tab.send("Target.attachToTarget", {"targetId": target, "flatten": True},
+                               session=False)["sessionId"]
+        tab.send("Page.enable")
+        start = time.perf_counter()
+        tab.send("Page.navigate", {"url": page.resolve().as_uri()})
+        tab.wait_for("document.URL.startsWith('file:') && document.body && document.body.dataset.ready === '1'",
+                     timeout=300)
+        return round(time.perf_counter() - start, 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("indexes", nargs="*")
-    parser.add_argument("--synthetic", metavar="CORPUS")
+    parser.add_argument("--synthetic", metavar="CORPUS", nargs="+")
+    parser.add_argument("--entries", type=int, help="size of the synthetic pool (default: every passage)")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--sections", action="store_true", help="bytes of each part of the page")
+    parser.add_argument("--browser", action="store_true", help="time headless Chromium until the page is ready")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     out = Path(args.out)
     indexes = [Path(p) for p in args.indexes]
     if args.synthetic:
-        indexes.append(synthetic_index(Path(args.synthetic), out / "synthetic-index"))
+        docs = pick_documents([Path(c) for c in args.synthetic], args.entries)
+        name = f"synthetic-{args.entries}" if args.entries else "synthetic-index"
+        indexes.append(synthetic_index(docs, out / name))
     for index in indexes:
         start, cpu = time.perf_counter(), time.process_time()
         info = write_report(index, out / f"{index.name}.html", show_progress=False)
-        print(json.dumps({"index": str(index), "entries": info.entries, "tree_nodes": info.tree_nodes,
-                          "graph_edges": info.graph_edges, "mb": round(info.bytes / 1e6, 2),
-                          "wall_s": round(time.perf_counter() - start, 2), "cpu_s": round(time.process_time() - cpu, 2),
-                          "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+        row: dict[str, Any] = {
+            "index": str(index), "entries": info.entries, "tree_nodes": info.tree_nodes,
+            "graph_edges": info.graph_edges, "mb": round(info.bytes / 1e6, 2),
+            "wall_s": round(time.perf_counter() - start, 2), "cpu_s": round(time.process_time() - cpu, 2),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+        if args.sections:
+            row["sections_mb"] = {k: round(v / 1e6, 3) for k, v in
+                                  sections(info.path.read_text(encoding="utf-8")).items()}
+        if args.browser:
+            row["chromium_ready_s"] = render_seconds(info.path)
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

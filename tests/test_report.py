@@ -9,10 +9,10 @@ import pytest
 
 from sirerag.cli.main import main
 from sirerag.errors import InputError
-from sirerag.report.render import fill, json_for_script, write_report
+from sirerag.report.render import decode_data, encode_data, fill, write_report
 
 from _browser import DevTools, find_chromium, run_headless
-from _report_index import XSS, make_index
+from _report_index import DOCS, ENTITIES, XSS, make_index
 
 BROWSER = find_chromium()
 needs_browser = pytest.mark.skipif(BROWSER is None, reason="no Chromium installed (scripts/install.sh --dev "
@@ -28,10 +28,11 @@ def report(tmp_path_factory):
     return index, out
 
 
-def test_json_for_script_cannot_close_the_script_element():
-    text = json_for_script({"t": "</script><script>alert(1)</script><!-- \u2028"})
-    assert "<" not in text and "\u2028" not in text
-    assert json.loads(text) == {"t": "</script><script>alert(1)</script><!-- \u2028"}
+def test_encoded_data_cannot_close_the_script_element():
+    value = {"t": "</script><script>alert(1)</script><!-- \u2028 \u00e9", "n": [0, 1.5, None]}
+    text = encode_data(value)
+    assert re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", text)  # base64 only
+    assert decode_data(text) == value and encode_data(value) == text  # round trip, same bytes every time
 
 
 def test_fill_does_not_rescan_inserted_text():
@@ -45,9 +46,12 @@ def test_report_escapes_corpus_text_and_is_self_contained(report):
     assert "&lt;b&gt;title&lt;/b&gt;" in page  # the title in the static tree, escaped
     assert len(re.findall(r"<script\b", page)) == 3  # data, cytoscape, page script
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing loaded from the network
-    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page,
-                                re.S).group(1))
-    assert any(XSS in row[3] for row in data["entries"])  # the full text survives in the JSON
+    data = decode_data(re.search(r'<script type="application/octet-stream" id="report-data">(.*?)</script>', page,
+                                 re.S).group(1))
+    assert any(XSS in row[3] for row in data["entries"] if row[3])  # the full text survives in the data
+    # an aggregate's text is its propositions joined: stored once, as the propositions
+    aggregates = [row for row in data["entries"] if row[0] == 2]
+    assert len(aggregates) == 2 and all(row[3] == 0 and row[7] for row in aggregates)
     assert data["entities"] == ["London"] and data["maxNodes"] == 6
 
 
@@ -95,7 +99,10 @@ def test_page_in_chromium_escapes_and_draws(report):
         agg = "document.querySelector('.tree[data-tree=relatedness] details.k-aggregate')"
         page.eval(f"{agg}.open = true")
         page.wait_for(f"{agg}.querySelector('.props') !== null")
-        assert page.eval(f"{agg}.querySelector('summary b.entity').textContent") == "Charles Babbage"
+        assert page.eval(f"{agg}.querySelector(':scope > summary > b').textContent") == "Charles Babbage"
+        # its text, stored only as its propositions, is joined again by the page
+        assert page.eval(f"{agg}.querySelector(':scope > .full > .text').textContent") == " ".join(
+            text for (_, text), ents in zip(DOCS, ENTITIES) if "Charles Babbage" in ents)
         assert page.eval(f"[...{agg}.querySelectorAll('.props h4')].map(h => h.textContent)") == [
             "Ada Lovelace", "Charles Babbage", "Injected <b>title</b>"]
         page.eval(f"{agg}.querySelector('.props a').click()")

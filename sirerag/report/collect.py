@@ -80,12 +80,25 @@ def collect(index: Index) -> ReportData:
     return data
 
 
+#: the text field of an aggregate whose text is its propositions' texts joined by spaces (the usual
+#: case, see :mod:`sirerag.trees.aggregates`): the page rebuilds it instead of storing it twice
+JOINED = 0
+
+
 def entries_json(data: ReportData) -> list[list[Any]]:
     """One compact row per entry: ``[kind, tree, level, text, children, passages, entity, propositions]``
-    (kind and tree as codes, passages as document positions, propositions as positions in ``props``)."""
+    (kind and tree as codes, passages as document positions, propositions as positions in ``props``,
+    an aggregate's text as :data:`JOINED` when it is its propositions joined; empty fields after the
+    text dropped from the end)."""
     rows: list[list[Any]] = []
     for e, kids in zip(data.entries, data.children):
         passages = [data.doc_index[p] for p in e.passages if p in data.doc_index]
         props = [data.prop_index[p] for p in e.propositions if p in data.prop_index]
-        rows.append([KIND_CODES[e.kind], TREE_CODES[e.tree], e.level, e.text, kids, passages, e.entity, props])
+        text: str | int = e.text
+        if props and len(props) == len(e.propositions) and e.text == " ".join(data.props[p][0] for p in props):
+            text = JOINED
+        row = [KIND_CODES[e.kind], TREE_CODES[e.tree], e.level, text, kids, passages, e.entity, props]
+        while len(row) > 4 and not row[-1]:
+            row.pop()
+        rows.append(row)
     return rows

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import scipy.sparse as sp
 
 from sirerag.graph.store import load_graph
@@ -27,7 +26,8 @@ EDGE_KINDS = {CONTAINS: "contains", COOCCURRENCE: "co-occurrence", SYNONYM: "syn
 
 def graph_json(directory: str | Path, doc_index: dict[str, int]) -> dict[str, Any]:
     """Read ``directory`` (an index's ``graph/``) into
-    ``{"entities": [name...], "passages": [document position...], "edges": [[i, j, weight, kind]...]}``.
+    ``{"entities": [name...], "passages": [document position...], "edges": [i, j, weight, kind, ...]}``
+    (four numbers per edge in one flat list; whole weights as integers).
 
     Node ``i`` is entity ``i`` when ``i < len(entities)``, else passage ``i - len(entities)``;
     each undirected edge is listed once with ``i < j``.
@@ -43,7 +43,8 @@ def graph_json(directory: str | Path, doc_index: dict[str, int]) -> dict[str, An
         for a in range(len(nodes)):
             for b in range(a + 1, len(nodes)):
                 cooc[(nodes[a], nodes[b])] = cooc.get((nodes[a], nodes[b]), 0) + 1
-    edges: list[list[Any]] = []
+    edges: list[int | float] = []
+    counts = [0, 0, 0, 0]
     for i, j, w in zip(rows.tolist(), cols.tolist(), weights.tolist()):
         if j >= n_ent:
             kind = CONTAINS
@@ -51,10 +52,11 @@ def graph_json(directory: str | Path, doc_index: dict[str, int]) -> dict[str, An
             c = cooc.get((i, j), 0)
             rest = w - c
             kind = BOTH if c and rest > 1e-6 else COOCCURRENCE if c else SYNONYM
-        edges.append([i, j, round(float(w), 3), kind])
+        w = round(float(w), 3)
+        edges += [i, j, int(w) if w.is_integer() else w, kind]
+        counts[kind] += 1
     passages = [doc_index.get(pid, -1) for pid in graph.passages]
-    counts = np.bincount([e[3] for e in edges], minlength=4) if edges else np.zeros(4, dtype=int)
     logger.info("report: entity graph of %d entities, %d passages, %d edges (%s) read in %.1fs", n_ent,
-                len(passages), len(edges), ", ".join(f"{EDGE_KINDS[k]} {int(n)}" for k, n in enumerate(counts)),
+                len(passages), len(edges) // 4, ", ".join(f"{EDGE_KINDS[k]} {int(n)}" for k, n in enumerate(counts)),
                 time.perf_counter() - start)
     return {"entities": list(graph.entities), "passages": passages, "edges": edges}

@@ -1,10 +1,14 @@
 """Both trees as nested ``<details>`` elements: readable and collapsible with JavaScript off.
 
 Each node shows its kind, level, a text preview and the counts of its children and
-passages; a leaf also shows its passage's title. The full texts are not repeated
-here: the page's script fills them in from the embedded JSON when a node is opened.
-A node with several parents (soft clustering) is shown under each of them; only its
-first appearance carries the anchor ``id="n<position>"`` that links point to.
+passages; a leaf also shows its passage's title, an aggregate its entity. The full texts
+are not repeated here: the page's script adds them from the embedded JSON when a node
+is opened. The markup is kept small, since a 30k-entry pool has 30k of these nodes:
+``<details class="node k-KIND" id="nPOS"><summary><i>KIND Llevel</i> <b>title</b> preview
+<small>counts</small></summary><div class="kids">children</div></details>``, styled by the
+kind class. A node with several parents (soft clustering) is shown under each of them;
+only its first appearance carries the anchor ``id="n<position>"`` that links point to,
+the others ``data-i="<position>"``.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from sirerag.report.collect import ReportData
 
 logger = logging.getLogger(__name__)
 
-PREVIEW_CHARS = 140
+PREVIEW_CHARS = 100
 SEP = " \u00b7 "
 
 
@@ -26,6 +30,11 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
     """The first ``limit`` characters of ``text`` on one line, with an ellipsis when cut."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
+
+
+def text(value: str) -> str:
+    """``value`` escaped for element content (``&``, ``<``, ``>``; quotes need no escaping there)."""
+    return html.escape(value, quote=False)
 
 
 class TreeWriter:
@@ -43,16 +52,16 @@ class TreeWriter:
         kids = data.children[i]
         self.written += 1
         bar.update(1)
-        anchor = ""
         if i not in self.anchored:
             self.anchored.add(i)
             anchor = f' id="n{i}"'
-        label = f"{e.kind} L{e.level}"
+        else:
+            anchor = f' data-i="{i}"'
         if e.kind == "leaf":
             title = data.title(i)
-            head = f'<b class="title">{html.escape(title)}</b> ' if title else ""
+            head = f"<b>{text(title)}</b> " if title else ""
         elif e.kind == "aggregate":
-            head = f'<b class="entity">{html.escape(e.entity or "")}</b> '
+            head = f"<b>{text(e.entity or '')}</b> "
         else:
             head = ""
         counts = []
@@ -61,17 +70,14 @@ class TreeWriter:
         counts.append(f"{len(e.passages)} passage{'s' if len(e.passages) != 1 else ''}")
         if e.kind == "aggregate":
             counts.append(f"{len(e.propositions)} propositions")
-        out.append(f'<details class="node k-{e.kind}" data-i="{i}"{anchor}><summary>'
-                   f'<span class="badge k-{e.kind}">{label}</span> {head}'
-                   f'<span class="pv">{html.escape(preview(e.text))}</span> '
-                   f'<span class="counts">{SEP.join(counts)}</span></summary>'
-                   f'<div class="body"><div class="full" data-i="{i}"></div>')
+        out.append(f'<details class="node k-{e.kind}"{anchor}><summary><i>{e.kind} L{e.level}</i> {head}'
+                   f"{text(preview(e.text))} <small>{SEP.join(counts)}</small></summary>")
         if kids:
             out.append('<div class="kids">')
             for c in sorted(kids, key=lambda c: (-data.entries[c].level, c)):
                 self.node(c, out, bar)
             out.append("</div>")
-        out.append("</div></details>")
+        out.append("</details>")
 
     def tree(self, name: str) -> str:
         """HTML of one tree (roots highest level first); '' when the index has no such tree."""
