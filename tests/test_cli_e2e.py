@@ -47,7 +47,8 @@ def test_index_layout_and_manifest(built):
 FLOORS = {  # measured here (MiniLM, passage chunks, default seed, torch 2.13 CPU); floors 3 points below
     ("leaves", "dense"): {"passage_recall@5": 0.72, "answer_recall@1024": 0.77},  # measured 0.748 / 0.800
     ("leaves", "bm25"): {"passage_recall@5": 0.59, "answer_recall@1024": 0.50},  # measured 0.621 / 0.525
-    ("similarity", "dense"): {"passage_recall@5": 0.68, "answer_recall@1024": 0.72},  # measured 0.715 / 0.750
+    # with the pool rule (the default): measured 0.748 / 0.775 (0.715 / 0.750 with --pool-rule native)
+    ("similarity", "dense"): {"passage_recall@5": 0.72, "answer_recall@1024": 0.75},
 }
 
 
