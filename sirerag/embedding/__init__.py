@@ -87,9 +87,9 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         return embedder
     from sirerag.embedding.cache import EmbedWorker
 
-    remote = None
-    if engine is not None and engine.name != "local":
-        def remote(side: str) -> EmbedWorker:
-            return EmbedWorker(spec, batch_size, side)
+    def worker(side: str) -> EmbedWorker:
+        return EmbedWorker(spec, batch_size, side)
+
+    remote = worker if engine is not None and engine.name != "local" else None
     return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
                           show_progress=show_progress, engine=engine, remote=remote)
