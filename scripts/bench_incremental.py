@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,21 +27,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-class Counting:
-    """Wraps a summariser and counts the groups it summarises."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner, self.calls = inner, 0
-
-    @property
-    def spec(self) -> str:
-        return self.inner.spec
-
-    def summarize(self, groups):  # noqa: ANN001, ANN201
-        self.calls += len(groups)
-        return self.inner.summarize(groups)
 
 
 def _subset(folder: Path, n_questions: int, n_passages: int, seed: int) -> tuple[list, list, list]:
@@ -82,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("bench", help="a ../shared/bench/<set> folder (corpus.jsonl + questions.jsonl)")
     parser.add_argument("--questions", type=int, default=40, help="first N dev questions")
     parser.add_argument("--passages", type=int, default=600, help="passages in the subset (gold ones first)")
-    parser.add_argument("--work", required=True, help="scratch folder (replaced)")
+    parser.add_argument("--work", required=True, help="scratch folder for the indexes and caches; must be new or empty")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--seed-check", action="store_true",
@@ -94,39 +78,41 @@ def main(argv: list[str] | None = None) -> int:
     from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
     from sirerag.config import BuildConfig, ChunkingConfig
     from sirerag.pipeline.update import update_index
+    from sirerag.trees.base import CountingSummarizer
 
     configure_numba_cache()
     cache_umap_functions()
     work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    if work.exists() and any(work.iterdir()):
+        raise SystemExit(f"{work}: not empty; give a new or empty --work folder (nothing is deleted)")
+    work.mkdir(parents=True, exist_ok=True)
     questions, base, held = _subset(Path(args.bench), args.questions, args.passages, args.seed)
     config = BuildConfig(seed=args.seed, chunking=ChunkingConfig(mode="passage")).validate()
-    counters: list[Counting] = []
+    counters: list[CountingSummarizer] = []
     make = build_mod.make_summarizer
 
-    def counted(*a: Any, **k: Any) -> Counting:
-        counters.append(Counting(make(*a, **k)))
+    def counted(*a: Any, **k: Any) -> CountingSummarizer:
+        counters.append(CountingSummarizer(make(*a, **k)))
         return counters[-1]
 
     build_mod.make_summarizer = counted  # type: ignore[assignment]
     rows: dict[str, dict[str, Any]] = {}
     _, wall, cpu = _timed(lambda: build_mod.build_index(base, work / "incremental", config,
                                                         cache_dir=work / "cache-incremental", show_progress=False))
-    rows["build 80%"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base), "wall_s": wall, "cpu_s": cpu}
+    rows["build 80%"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base), "wall_s": wall, "cpu_s": cpu}
     report, wall, cpu = _timed(lambda: update_index(work / "incremental", add=held,
                                                     cache_dir=work / "cache-incremental"))
-    rows["add 20%"] = {"summaries": counters[-1].calls, "chunks_extracted": report.counts["chunks_extracted"],
+    rows["add 20%"] = {"summaries": counters[-1].groups, "chunks_extracted": report.counts["chunks_extracted"],
                        "wall_s": wall, "cpu_s": cpu, "counts": report.counts, "timings": report.timings}
     _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full", config,
                                                         cache_dir=work / "cache-full", show_progress=False))
-    rows["full build 100%"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base) + len(held),
+    rows["full build 100%"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base) + len(held),
                                "wall_s": wall, "cpu_s": cpu}
     if args.seed_check:  # the spread between two full builds that differ only in their seed
         other = BuildConfig(seed=args.seed + 1, chunking=ChunkingConfig(mode="passage")).validate()
         _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full-seed2", other,
                                                             cache_dir=work / "cache-full", show_progress=False))
-        rows["full build 100%, seed + 1"] = {"summaries": counters[-1].calls, "chunks_extracted": len(base) + len(held),
+        rows["full build 100%, seed + 1"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base) + len(held),
                                              "wall_s": wall, "cpu_s": cpu, **_quality(work / "full-seed2", questions)}
     for row in rows.values():
         row["llm_equivalent_calls"] = row["summaries"] + 2 * row["chunks_extracted"]

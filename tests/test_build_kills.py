@@ -10,14 +10,11 @@ sleeps at the named point; the test then kills it. Nothing here is timed.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
-import tempfile
 import threading
 from pathlib import Path
 
+import _kills as kills
 import pytest
 
 from sirerag.cli.main import main
@@ -28,28 +25,16 @@ from sirerag.pool import load_index
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
-DRIVER = r"""
-import sys, time
-stop = sys.argv[1]
-
-def halt(point):
-    if point == stop:
-        print("STOPPED AT", point, flush=True)
-        time.sleep(3600)
-
-import sirerag.io.staging as staging
+DRIVER = kills.driver(r"""
 import sirerag.pipeline.build as build
 from sirerag.embedding.cache import EmbeddingCache
 
 enter = build._Timer.__enter__
 build._Timer.__enter__ = lambda self: (halt("stage:" + self.name), enter(self))[1]
-staging.checkpoint = lambda point: halt("commit:" + point)
 put, save_pool = EmbeddingCache.put, build.save_pool
 EmbeddingCache.put = lambda self, *a, **k: (put(self, *a, **k), halt("mid:embed"))[0]
 build.save_pool = lambda *a, **k: (save_pool(*a, **k), halt("mid:write"))[0]
-from sirerag.cli.main import main
-sys.exit(main(sys.argv[2:]))
-"""
+""")
 KILL_POINTS = ["stage:load", "mid:embed", "stage:embed_leaves", "stage:similarity_tree", "stage:extraction",
                "stage:relatedness_tree", "mid:write", "commit:carry", "commit:swap"]
 SETTINGS = ["--quiet", "--seed", "7"]
@@ -62,30 +47,10 @@ def _corpus(path: Path, start: int, n: int = 30) -> Path:
 
 
 def _start(corpus: Path, out: Path, stop: str = "never") -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    err = tempfile.TemporaryFile()  # a file, not a pipe: a chatty build never blocks on it
-    proc = subprocess.Popen([sys.executable, "-c", DRIVER, stop, "build", str(corpus), "--out", str(out), *SETTINGS],
-                            stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
-    proc.errfile = err  # type: ignore[attr-defined]
-    return proc
+    return kills.start(DRIVER, stop, ["build", str(corpus), "--out", str(out), *SETTINGS])
 
 
-def _stderr(proc: subprocess.Popen) -> str:
-    proc.errfile.seek(0)
-    return proc.errfile.read().decode("utf-8", "replace")
-
-
-def _stop_at(proc: subprocess.Popen, point: str) -> None:
-    """Wait until the build reports it is sleeping at ``point`` (it would exit otherwise)."""
-    line = proc.stdout.readline()
-    assert line.strip() == f"STOPPED AT {point}", (line, _stderr(proc) if proc.poll() is not None else "")
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
-    proc.errfile.close()
+_stderr, _stop_at, _kill = kills.stderr, kills.stop_at, kills.kill
 
 
 def _untimed(value: object) -> object:
@@ -97,8 +62,7 @@ def _untimed(value: object) -> object:
 
 def _snapshot(index: Path) -> dict[str, bytes]:
     """Every file of an index but the cache; the manifest without its measured times."""
-    files = {p.relative_to(index).as_posix(): p.read_bytes() for p in sorted(index.rglob("*"))
-             if p.is_file() and p.relative_to(index).parts[0] != "cache"}
+    files = kills.index_files(index)
     manifest = json.loads(files.pop("manifest.json"))
     files["manifest.json"] = json.dumps(_untimed(manifest), sort_keys=True).encode()
     return files
@@ -185,7 +149,7 @@ def test_killed_rebuilds_leave_the_old_index_and_resume_byte_identical(corpora):
     assert _consistent(index) == _ids(new)
     proc = _start(new, index)  # the rerun cleans up what the kills left and rewrites the same index
     assert proc.wait() == 0, _stderr(proc)
-    proc.stdout.close(), proc.errfile.close()
+    kills.close(proc)
     assert _snapshot(index) == reference
     assert sorted(p.name for p in root.iterdir() if p.name.startswith(".index")) == [".index.lock"]
     assert (index / "cache" / "embeddings").is_dir()

@@ -8,14 +8,10 @@ The index tests build once on 32 documents of ``data/`` (both trees and the grap
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
+import _kills as kills
 import numpy as np
 import pytest
 
@@ -27,6 +23,7 @@ from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index
 from sirerag.pipeline.verify import verify_index
 from sirerag.pool import load_index
+from sirerag.trees.base import CountingSummarizer
 from sirerag.trees.incremental import update_tree
 from sirerag.types import Document, Node
 
@@ -34,26 +31,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ["--quiet", "--seed", "7"]
 
 
-class CountingSummarizer:
-    """The offline summariser, counting the groups it is asked to summarise."""
+def counting_summarizer() -> CountingSummarizer:
+    """The offline summariser, counting the summaries it is asked for (``groups``)."""
+    from sirerag.trees.extractive import ExtractiveSummarizer
 
-    def __init__(self) -> None:
-        from sirerag.trees.extractive import ExtractiveSummarizer
-
-        self.inner, self.calls = ExtractiveSummarizer(max_tokens=100), 0
-
-    @property
-    def spec(self) -> str:
-        return self.inner.spec
-
-    def summarize(self, groups):  # noqa: ANN001, ANN201
-        self.calls += len(groups)
-        return self.inner.summarize(groups)
+    return CountingSummarizer(ExtractiveSummarizer(max_tokens=100))
 
 
-def _snapshot(index: Path) -> dict[str, bytes]:
-    return {p.relative_to(index).as_posix(): p.read_bytes() for p in sorted(index.rglob("*"))
-            if p.is_file() and p.relative_to(index).parts[0] != "cache"}
+_snapshot = kills.index_files
 
 
 def _consistent(index: Path) -> dict[str, Node]:
@@ -121,14 +106,14 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
 @pytest.mark.slow
 def test_a_second_identical_add_calls_no_summariser_and_changes_nothing(corpora):
     index = _copy(corpora, "twice")
-    first = CountingSummarizer()
+    first = counting_summarizer()
     report = update_index(index, add=corpora / "new.jsonl", summarizer=first)
-    assert report.changed and first.calls == report.counts["summaries_written"] > 0
+    assert report.changed and first.groups == report.counts["summaries_written"] > 0
     snapshot = _snapshot(index)
-    second = CountingSummarizer()
+    second = counting_summarizer()
     again = update_index(index, add=corpora / "new.jsonl", summarizer=second)
     assert not again.changed and again.counts["documents_skipped"] == 8
-    assert second.calls == 0
+    assert second.groups == 0
     assert _snapshot(index) == snapshot
 
 
@@ -170,23 +155,11 @@ def test_remove_then_add_gives_back_the_same_ids_for_unchanged_nodes(corpora):
         [("remove", 4, 0), ("add", 0, 4)]
 
 
-DRIVER = r"""
-import sys, time
-stop = sys.argv[1]
-
-def halt(point):
-    if point == stop:
-        print("STOPPED AT", point, flush=True)
-        time.sleep(3600)
-
-import sirerag.io.staging as staging
+DRIVER = kills.driver(r"""
 import sirerag.pipeline.update as update
-staging.checkpoint = lambda point: halt("commit:" + point)
 save_pool = update.save_pool
 update.save_pool = lambda *a, **k: (save_pool(*a, **k), halt("mid:write"))[0]
-from sirerag.cli.main import main
-sys.exit(main(sys.argv[2:]))
-"""
+""")
 
 
 @pytest.mark.slow
@@ -194,18 +167,9 @@ sys.exit(main(sys.argv[2:]))
 def test_an_add_killed_halfway_leaves_the_old_index_and_the_rerun_completes(corpora, point):
     index = _copy(corpora, f"killed-{point.replace(':', '-')}")
     snapshot = _snapshot(index)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-c", DRIVER, point, "add", str(index), str(corpora / "new.jsonl"),
-                                 "--quiet"], stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=ROOT)
-        line = proc.stdout.readline()
-        if line.strip() != f"STOPPED AT {point}":
-            proc.wait()
-            err.seek(0)
-            pytest.fail(f"{line!r} {err.read().decode()}")
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
+    proc = kills.start(DRIVER, point, ["add", str(index), str(corpora / "new.jsonl"), "--quiet"])
+    kills.stop_at(proc, point)
+    kills.kill(proc)
     assert _snapshot(index) == snapshot  # the old index, byte for byte
     assert len(load_index(index).documents()) == 32
     assert main(["add", str(index), str(corpora / "new.jsonl"), "--quiet"]) == 0

@@ -11,7 +11,7 @@ from sirerag.config import ChunkingConfig, ClusteringConfig, TreeConfig
 from sirerag.errors import ConfigError, InputError, SireragError
 from sirerag.io import read_jsonl
 from sirerag.tokens import count_tokens
-from sirerag.trees.base import TreeResult
+from sirerag.trees.base import CountingSummarizer, TreeResult
 from sirerag.trees.extractive import ExtractiveSummarizer
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.trees.similarity import build_similarity_tree, leaves_from_chunks
@@ -37,18 +37,6 @@ def chunks():
 @pytest.fixture(scope="module")
 def leaf_embeddings(minilm, chunks):
     return minilm.encode_documents([c.text for c in chunks])
-
-
-class CountingSummarizer(ExtractiveSummarizer):
-    """The real extractive summariser, counting its calls."""
-
-    def __init__(self, max_tokens: int = 100) -> None:
-        super().__init__(max_tokens=max_tokens)
-        self.calls = 0
-
-    def summarize(self, groups):  # noqa: ANN001, ANN201
-        self.calls += 1
-        return super().summarize(groups)
 
 
 def check_tree(result: TreeResult, tree: str = "similarity") -> dict[int, list[Node]]:
@@ -83,7 +71,7 @@ def check_tree(result: TreeResult, tree: str = "similarity") -> dict[int, list[N
 
 @pytest.mark.slow
 def test_similarity_tree_on_real_passages(minilm, chunks, leaf_embeddings) -> None:
-    summarizer = CountingSummarizer(max_tokens=100)
+    summarizer = CountingSummarizer(ExtractiveSummarizer(max_tokens=100))
     clustering = ClusteringConfig(max_cluster_tokens=1500)
     result = build_similarity_tree(chunks, leaf_embeddings, embedder=minilm, summarizer=summarizer,
                                    clustering=clustering, tree=TreeConfig(levels=4), random_state=224,

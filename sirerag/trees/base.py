@@ -24,6 +24,24 @@ class Summarizer(Protocol):
     def summarize(self, groups: Sequence[Sequence[str]]) -> list[str]: ...
 
 
+class CountingSummarizer:
+    """Wraps a summariser and counts what it is asked for: ``calls`` (requests, e.g. one per
+    summary level) and ``groups`` (summaries written, what an LLM summariser pays per call).
+    For measuring what a build or an update costs without paying for it."""
+
+    def __init__(self, inner: Summarizer) -> None:
+        self.inner, self.calls, self.groups = inner, 0, 0
+
+    @property
+    def spec(self) -> str:
+        return self.inner.spec
+
+    def summarize(self, groups: Sequence[Sequence[str]]) -> list[str]:
+        self.calls += 1
+        self.groups += len(groups)
+        return self.inner.summarize(groups)
+
+
 @dataclass(frozen=True)
 class TreeStats:
     """How a tree was built; :meth:`to_dict` is what the manifest records under
