@@ -61,12 +61,11 @@ def load(index: Any, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene"
     stored = index.component("bm25")
     info = index.manifest.get("components", {}).get("bm25", {})
     wanted = {"k1": float(k1), "b": float(b), "method": method, "stopwords": True}
-    if stored is not None and all(info.get(key) == value for key, value in wanted.items()):
-        lexical = load_lexical_index(stored)
-        if lexical.n_docs == len(ids):
-            return BM25Retriever(ids, lexical=lexical)
-        logger.info("the stored BM25 index covers %d entries and this pool has %d (a filtered pool); "
-                    "indexing in memory", lexical.n_docs, len(ids))
+    if stored is not None and info.get("documents", len(ids)) != len(ids):
+        logger.info("the stored BM25 index covers %s entries and this pool has %d (a filtered pool); "
+                    "indexing in memory", info.get("documents"), len(ids))
+    elif stored is not None and all(info.get(key) == value for key, value in wanted.items()):
+        return BM25Retriever(ids, lexical=load_lexical_index(stored))
     elif stored is None:
         logger.info("%s has no stored BM25 index (built by an older sirerag); indexing %d entries in memory",
                     index.path, len(entries))
