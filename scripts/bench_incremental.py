@@ -1,10 +1,10 @@
 """Incremental update vs full rebuild: build on 80% of a corpus, ``add`` the other 20%, and compare
 with a full build of 100% (issue 15).
 
-Example (the subset used for docs/incremental.md)::
+Example (the run in docs/incremental.md)::
 
-    python scripts/bench_incremental.py ../shared/bench/musique --questions 60 --passages 500 --seed-check \
-        --work /tmp/bench-incr --json bench_incremental.json
+    python scripts/bench_incremental.py ../shared/bench/musique --questions 160 --passages 800 \
+        --thresholds 0,0.2,0.4 --extra-seeds 2 --work /tmp/bench-incr --json bench_incremental.json
 
 The corpus is the gold passages of the first ``--questions`` dev questions plus the first other
 passages of the corpus up to ``--passages`` in all; the held-out 20% is a seeded random sample of
@@ -12,14 +12,17 @@ it (gold passages included). The two paths use separate caches, so each pays for
 embeddings. Recorded per path: summaries written (a counting wrapper around the summariser the
 settings name), chunks extracted, LLM-equivalent calls (summaries + 2 per extracted chunk: the
 LLM pipeline's coreference rewrite and extraction calls), wall and CPU seconds; and, for the final
-indexes, dense passage_recall@5 and answer_recall@1024 over the questions. ``--seed-check`` adds a
-second full build with another seed: the quality spread between two equally valid builds.
+indexes, dense passage_recall@5 and answer_recall@1024 over the questions. ``--thresholds`` adds the
+20% once per refresh threshold (``sirerag add --refresh-threshold``), each on a copy of the 80% index
+and its cache; ``--extra-seeds K`` adds K full builds with other seeds: the quality spread between
+equally valid builds.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -69,10 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="scratch folder for the indexes and caches; must be new or empty")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--seed-check", action="store_true",
-                        help="also build 100%% with seed + 1 (its embeddings cached), to show the spread of quality "
-                             "between two full builds")
+    parser.add_argument("--thresholds", default="0", metavar="T,T,...",
+                        help="refresh thresholds to add with (each on its own copy of the 80%% index; default 0)")
+    parser.add_argument("--extra-seeds", type=int, default=0, metavar="K",
+                        help="also build 100%% with seeds seed+1..seed+K (embeddings cached): the spread of quality "
+                             "between equally valid full builds")
+    parser.add_argument("--seed-check", action="store_true", help="the same as --extra-seeds 1")
     args = parser.parse_args(argv)
+    thresholds = [float(t) for t in args.thresholds.split(",")]
+    extra = max(args.extra_seeds, 1 if args.seed_check else 0)
 
     import sirerag.pipeline.build as build_mod
     from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
@@ -97,34 +105,48 @@ def main(argv: list[str] | None = None) -> int:
 
     build_mod.make_summarizer = counted  # type: ignore[assignment]
     rows: dict[str, dict[str, Any]] = {}
-    _, wall, cpu = _timed(lambda: build_mod.build_index(base, work / "incremental", config,
+    _, wall, cpu = _timed(lambda: build_mod.build_index(base, work / "base", config,
                                                         cache_dir=work / "cache-incremental", show_progress=False))
     rows["build 80%"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base), "wall_s": wall, "cpu_s": cpu}
-    report, wall, cpu = _timed(lambda: update_index(work / "incremental", add=held,
-                                                    cache_dir=work / "cache-incremental"))
-    rows["add 20%"] = {"summaries": counters[-1].groups, "chunks_extracted": report.counts["chunks_extracted"],
-                       "wall_s": wall, "cpu_s": cpu, "counts": report.counts, "timings": report.timings}
-    _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full", config,
-                                                        cache_dir=work / "cache-full", show_progress=False))
-    rows["full build 100%"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base) + len(held),
-                               "wall_s": wall, "cpu_s": cpu}
-    if args.seed_check:  # the spread between two full builds that differ only in their seed
-        other = BuildConfig(seed=args.seed + 1, chunking=ChunkingConfig(mode="passage")).validate()
-        _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full-seed2", other,
+    for threshold in thresholds:  # each add starts from its own copy of the 80% index and its cache
+        name = f"add-{threshold:g}"
+        shutil.copytree(work / "base", work / name)
+        shutil.copytree(work / "cache-incremental", work / f"cache-{name}")
+        report, wall, cpu = _timed(lambda: update_index(work / name, add=held, cache_dir=work / f"cache-{name}",
+                                                        refresh_threshold=threshold))
+        rows[f"add 20%, refresh threshold {threshold:g}"] = {
+            "refresh_threshold": threshold, "summaries": counters[-1].groups,
+            "chunks_extracted": report.counts["chunks_extracted"], "wall_s": wall, "cpu_s": cpu,
+            "counts": report.counts, "timings": report.timings, **_quality(work / name, questions)}
+    full_rows = []
+    for k in range(extra + 1):  # seed + k: the spread between full builds that differ only in their seed
+        other = BuildConfig(seed=args.seed + k, chunking=ChunkingConfig(mode="passage")).validate()
+        _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / f"full-{k}", other,
                                                             cache_dir=work / "cache-full", show_progress=False))
-        rows["full build 100%, seed + 1"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base) + len(held),
-                                             "wall_s": wall, "cpu_s": cpu, **_quality(work / "full-seed2", questions)}
+        label = "full build 100%" + (f", seed + {k} (embeddings cached)" if k else "")
+        rows[label] = {"seed": args.seed + k, "summaries": counters[-1].groups,
+                       "chunks_extracted": len(base) + len(held), "wall_s": wall, "cpu_s": cpu,
+                       **_quality(work / f"full-{k}", questions)}
+        full_rows.append(rows[label])
     for row in rows.values():
         row["llm_equivalent_calls"] = row["summaries"] + 2 * row["chunks_extracted"]
-    rows["add 20%"].update(_quality(work / "incremental", questions))
-    rows["full build 100%"].update(_quality(work / "full", questions))
-    add, full = rows["add 20%"], rows["full build 100%"]
-    summary = {"bench": args.bench, "questions": len(questions), "passages": len(base) + len(held),
-               "added": len(held), "rows": rows,
-               "add_share_of_full_calls": round(add["llm_equivalent_calls"] / full["llm_equivalent_calls"], 4),
-               "add_share_of_full_summaries": round(add["summaries"] / max(full["summaries"], 1), 4),
-               "delta_passage_recall@5": round(add["passage_recall@5"] - full["passage_recall@5"], 4),
-               "delta_answer_recall@1024": round(add["answer_recall@1024"] - full["answer_recall@1024"], 4)}
+    full = full_rows[0]
+    spread = {m: [r[m] for r in full_rows] for m in ("passage_recall@5", "answer_recall@1024")}
+    summary: dict[str, Any] = {
+        "bench": args.bench, "questions": len(questions), "passages": len(base) + len(held), "added": len(held),
+        "rows": rows, "full_builds": {m: {"min": min(v), "max": max(v), "mean": round(sum(v) / len(v), 4)}
+                                      for m, v in spread.items()},
+        "per_threshold": []}
+    for row in rows.values():
+        if "refresh_threshold" not in row:
+            continue
+        summary["per_threshold"].append({
+            "refresh_threshold": row["refresh_threshold"],
+            "share_of_full_calls": round(row["llm_equivalent_calls"] / full["llm_equivalent_calls"], 4),
+            "share_of_full_summaries": round(row["summaries"] / max(full["summaries"], 1), 4),
+            "summaries_stale": row["counts"].get("summaries_stale", 0),
+            **{f"delta_{m}": round(row[m] - full[m], 4) for m in spread},
+            **{f"delta_{m}_vs_mean_full": round(row[m] - summary["full_builds"][m]["mean"], 4) for m in spread}})
     print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

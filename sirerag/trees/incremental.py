@@ -19,12 +19,26 @@ A level's clusters are its parents' ``children`` lists. Going up one level at a 
 5. the changed clusters are summarised (one ``summarize`` call per level) and embedded; an
    unchanged cluster keeps its summary node, and so its content-hash id.
 
+Two kinds of changed cluster keep their summary text instead (no model call, the stored row):
+
+- its members' texts are the same as before (only their ids changed, e.g. a child below kept
+  its text): the summarised input is the same, so is the summary;
+- **bounded staleness**: the tokens of member texts added or dropped since the summary was
+  written (accumulated over updates in ``staleness``, by node id) are at most
+  ``refresh_threshold`` times its members' tokens. Past that share it is written again
+  (and its count starts again from zero). ``refresh_threshold=0`` rewrites every cluster whose
+  members' texts changed.
+
+Such a node gets its new ``children`` and ``passages`` exactly, and so a new content-hash id
+(text + children), as any node whose children change.
+
 When the old top level was a single root (or the tree had no summary levels) and the update
 leaves more than one node there, new levels are built above it as a build would.
 """
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
@@ -49,6 +63,8 @@ class UpdateStats:
     base_removed: int = 0
     summaries_written: int = 0
     summaries_kept: int = 0
+    summaries_same_text: int = 0
+    summaries_stale: int = 0
     joined: int = 0
     new_clusters: int = 0
     split_clusters: int = 0
@@ -80,7 +96,8 @@ def old_levels(nodes: Sequence[Node], tree: str, base_kinds: tuple[str, ...]) ->
 
 def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, np.ndarray], *, tree_name: str,
                 embedder: Any, summarizer: Any, clustering: ClusteringConfig, levels: int, random_state: int,
-                successors: dict[str, list[str]] | None = None) -> tuple[list[list[Node]], UpdateStats]:
+                successors: dict[str, list[str]] | None = None, refresh_threshold: float = 0.0,
+                staleness: dict[str, int] | None = None) -> tuple[list[list[Node]], UpdateStats]:
     """Update the tree ``old`` (nodes by level) to the new base level ``base``.
 
     Args:
@@ -91,10 +108,15 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
         tree_name, embedder, summarizer, clustering, levels, random_state: as for a build.
         successors: old base id -> the new base ids that replace it (an aggregate whose entity got
             new propositions); they take its place in its clusters instead of being assigned anew.
+        refresh_threshold: the share of changed member tokens up to which a changed cluster keeps its
+            summary text (see the module docstring); 0 rewrites every cluster whose members' texts changed.
+        staleness: summary id -> member tokens changed since its text was written; read, and updated
+            in place to the nodes of the new tree (a node without an entry is up to date).
 
     Returns:
         The new nodes by level, and what changed.
     """
+    staleness = staleness if staleness is not None else {}
     old_base, new_base = {n.id for n in old[0]}, {n.id for n in base}
     stats = UpdateStats(base_added=len(new_base - old_base), base_removed=len(old_base - new_base))
     result: list[list[Node]] = [list(base)]
@@ -105,8 +127,9 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
             result.extend(list(nodes) for nodes in old[level:])  # nothing below changed: the rest stands
             break
         nodes, successors = _update_level(old[level], prev_old, prev_new, successors, vectors, stats,
-                                          tree_name=tree_name, level=level, embedder=embedder,
-                                          summarizer=summarizer, clustering=clustering, random_state=random_state)
+                                          _Staleness(refresh_threshold, staleness), tree_name=tree_name,
+                                          level=level, embedder=embedder, summarizer=summarizer,
+                                          clustering=clustering, random_state=random_state)
         if not nodes:
             break
         result.append(nodes)
@@ -125,11 +148,45 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
             result[node.level].append(node)
             stats.summaries_written += 1
         stats.levels_grown = len(grown.stats.levels) - 1
+    present = {n.id for nodes in result for n in nodes}
+    for node_id in [i for i in staleness if i not in present]:
+        del staleness[node_id]
     return result, stats
 
 
+@dataclass
+class _Staleness:
+    threshold: float
+    changed: dict[str, int]
+
+    def keep(self, group: _Group, by_id: dict[str, Node], old_by_id: dict[str, Node], tokens: dict[str, int],
+             stats: UpdateStats) -> Node | None:
+        """The summary node of a changed old cluster with its old text, when that text may stay."""
+        parent = group.parent
+        assert parent is not None
+        now = Counter(by_id[m].text for m in group.members)
+        before = Counter(old_by_id[c].text for c in parent.children)
+        size = {by_id[m].text: tokens[m] for m in group.members}
+        size.update((old_by_id[c].text, tokens[c]) for c in parent.children)
+        changed = sum(size[t] * n for t, n in ((now - before) + (before - now)).items())
+        total = self.changed.get(parent.id, 0) + changed
+        if changed and total > self.threshold * sum(tokens[m] for m in group.members):
+            return None
+        children = tuple(group.members)
+        node = replace(parent, id=Node.make_id("summary", parent.tree, parent.level, parent.text, children),
+                       children=children, passages=tuple(dict.fromkeys(p for m in children for p in by_id[m].passages)))
+        if total:
+            self.changed[node.id] = total
+        if changed:
+            stats.summaries_stale += 1
+        else:
+            stats.summaries_same_text += 1
+        return node
+
+
 def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: Sequence[Node],
-                  successors: dict[str, list[str]], vectors: dict[str, np.ndarray], stats: UpdateStats, *,
+                  successors: dict[str, list[str]], vectors: dict[str, np.ndarray], stats: UpdateStats,
+                  staleness: _Staleness, *,
                   tree_name: str, level: int, embedder: Any, summarizer: Any, clustering: ClusteringConfig,
                   random_state: int) -> tuple[list[Node], dict[str, list[str]]]:
     by_id = {n.id: n for n in prev_new}
@@ -155,33 +212,38 @@ def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: S
             groups.append(_Group(None, [unassigned[i] for i in rows]))
             stats.new_clusters += 1
     groups = _split_oversized(groups, vectors, tokens, clustering, random_state, stats)
+    old_by_id = {n.id: n for n in prev_old}
+    gone = [n for n in prev_old if n.id not in tokens]
+    tokens.update(zip([n.id for n in gone], count_tokens_many([n.text for n in gone])))
+    parts = Counter(g.parent.id for g in groups if g.parent is not None)
     kept: list[Node | None] = []
     todo: list[_Group] = []
     for group in groups:
-        if group.parent is not None and tuple(group.members) == group.parent.children:
+        parent = group.parent
+        if not group.members:
+            stats.dropped_clusters += 1
+        elif parent is not None and tuple(group.members) == parent.children:
             passages = tuple(dict.fromkeys(p for m in group.members for p in by_id[m].passages))
-            kept.append(group.parent if passages == group.parent.passages else replace(group.parent, passages=passages))
-        elif group.members:
+            kept.append(parent if passages == parent.passages else replace(parent, passages=passages))
+        elif parent is not None and parts[parent.id] == 1 and \
+                (node := staleness.keep(group, by_id, old_by_id, tokens, stats)) is not None:
+            vectors[node.id] = vectors[parent.id]
+            kept.append(node)
+        else:
             kept.append(None)
             todo.append(group)
-        else:
-            stats.dropped_clusters += 1
     written = _summarise(todo, by_id, vectors, tree_name=tree_name, level=level, embedder=embedder,
                          summarizer=summarizer)
     stats.summaries_written += len(written)
     new_successors: dict[str, list[str]] = {p.id: [] for p in parents}
-    for group, node in zip(todo, written):
-        if group.parent is not None:
-            new_successors[group.parent.id].append(node.id)
     out: dict[str, Node] = {}
     fresh = iter(written)
-    for node in kept:
+    for group, node in zip([g for g in groups if g.members], kept):
         node = node if node is not None else next(fresh)
         out.setdefault(node.id, node)
+        if group.parent is not None:  # an unchanged parent is its own successor
+            new_successors[group.parent.id].append(node.id)
     stats.summaries_kept += sum(1 for n in kept if n is not None)
-    for parent in parents:  # an unchanged parent is its own successor
-        if parent.id in out:
-            new_successors[parent.id] = [parent.id]
     stats.per_level.append({"level": level, "nodes": len(out), "written": len(written)})
     return list(out.values()), new_successors
 
