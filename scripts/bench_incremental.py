@@ -3,10 +3,10 @@ with a full build of 100% (issue 15).
 
 Example (the run in docs/incremental.md)::
 
-    python scripts/bench_incremental.py ../shared/bench/musique --questions 160 --passages 800 \
-        --thresholds 0,0.2,0.4 --extra-seeds 2 --work /tmp/bench-incr --json bench_incremental.json
+    python scripts/bench_incremental.py ../shared/bench/musique --questions 212 --split all \
+        --passages 800 --thresholds 0,0.15,0.3,0.5 --extra-seeds 2 --work /tmp/bench-incr --json bench_incremental.json
 
-The corpus is the gold passages of the first ``--questions`` dev questions plus the first other
+The corpus is the gold passages of the first ``--questions`` questions (of ``--split``) plus the first other
 passages of the corpus up to ``--passages`` in all; the held-out 20% is a seeded random sample of
 it (gold passages included). The two paths use separate caches, so each pays for its own
 embeddings. Recorded per path: summaries written (a counting wrapper around the summariser the
@@ -32,11 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _subset(folder: Path, n_questions: int, n_passages: int, seed: int) -> tuple[list, list, list]:
+def _subset(folder: Path, n_questions: int, n_passages: int, seed: int, split: str) -> tuple[list, list, list]:
     from sirerag.evaluation.retrieval import load_questions
     from sirerag.io.corpus import load_corpus
 
-    questions = load_questions(folder / "questions.jsonl", split="dev", limit=n_questions)
+    questions = load_questions(folder / "questions.jsonl", split=None if split == "all" else split,
+                               limit=n_questions)
     corpus = load_corpus(folder / "corpus.jsonl")
     gold = {p for q in questions for p in q.gold_passage_ids}
     chosen = [d for d in corpus if d.id in gold]
@@ -67,7 +68,9 @@ def _quality(index_dir: Path, questions: list) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bench", help="a ../shared/bench/<set> folder (corpus.jsonl + questions.jsonl)")
-    parser.add_argument("--questions", type=int, default=40, help="first N dev questions")
+    parser.add_argument("--questions", type=int, default=40, help="first N questions of --split")
+    parser.add_argument("--split", default="dev", help="question split: dev, train or all (MuSiQue has 101 dev "
+                                                       "questions; nothing is trained here, so train ones measure too)")
     parser.add_argument("--passages", type=int, default=600, help="passages in the subset (gold ones first)")
     parser.add_argument("--work", required=True, help="scratch folder for the indexes and caches; must be new or empty")
     parser.add_argument("--seed", type=int, default=7)
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if work.exists() and any(work.iterdir()):
         raise SystemExit(f"{work}: not empty; give a new or empty --work folder (nothing is deleted)")
     work.mkdir(parents=True, exist_ok=True)
-    questions, base, held = _subset(Path(args.bench), args.questions, args.passages, args.seed)
+    questions, base, held = _subset(Path(args.bench), args.questions, args.passages, args.seed, args.split)
     config = BuildConfig(seed=args.seed, chunking=ChunkingConfig(mode="passage")).validate()
     counters: list[CountingSummarizer] = []
     make = build_mod.make_summarizer

@@ -283,12 +283,16 @@ def test_a_cluster_below_the_refresh_threshold_keeps_its_summary_and_gets_the_ne
     assert b.children == ("b1", "b2", "b3", "b4", "b5") and b.passages == b.children  # children exact
     assert b.id == Node.make_id("summary", "similarity", 1, b.text, b.children) != "sb"  # id of text + children
     assert np.array_equal(vectors[b.id], vectors["sb"])  # its stored row, not embedded again
-    assert staleness == {b.id: 2} and (stats.summaries_stale, stats.summaries_written) == (1, 2)
-    assert summarizer.groups == 2  # a, and the root above the changed a
-    # a second add to b: 2 + 2 changed tokens of 12 is past 0.25, so b is written again and up to date
-    levels2, stats2, _ = _update(levels, levels[0] + [leaf["b6"]], vectors, embedder, 0.25, staleness)
-    assert "b1 b2 b3 b4 b5 b6" in {n.text for n in levels2[1]} and stats2.summaries_stale == 0
-    assert staleness == {}
+    (root,) = levels[2]  # its members' texts changed by " a3" (2 of their 14 tokens): kept, with the new children
+    assert root.text == "a1 a2 b1 b2 b3 b4" and root.children == tuple(n.id for n in levels[1])
+    assert staleness == {b.id: 2, root.id: 2} and (stats.summaries_stale, stats.summaries_written) == (2, 1)
+    assert summarizer.groups == 1  # a only
+    # a second add to b: 2 + 2 changed tokens of 12 is past 0.25, so b is written again, and so is the root
+    # (2 + 4 changed tokens of 18); both are up to date again
+    levels2, stats2, summarizer2 = _update(levels, levels[0] + [leaf["b6"]], vectors, embedder, 0.25, staleness)
+    assert {n.text for n in levels2[1]} == {"a1 a2 a3", "b1 b2 b3 b4 b5 b6"}
+    assert levels2[2][0].text == "a1 a2 a3 b1 b2 b3 b4 b5 b6"
+    assert (stats2.summaries_stale, summarizer2.groups) == (0, 2) and staleness == {}
 
 
 def test_only_stale_children_below_keep_the_parent_text_and_threshold_zero_rewrites_every_changed_cluster():

@@ -23,9 +23,10 @@ Two kinds of changed cluster keep their summary text instead (no model call, the
 
 - its members' texts are the same as before (only their ids changed, e.g. a child below kept
   its text): the summarised input is the same, so is the summary;
-- **bounded staleness**: the tokens of member texts added or dropped since the summary was
-  written (accumulated over updates in ``staleness``, by node id) are at most
-  ``refresh_threshold`` times its members' tokens. Past that share it is written again
+- **bounded staleness**: the tokens added to or dropped from its members' texts since the
+  summary was written (the two bags of tokens compared: a new member counts all its tokens, a
+  member whose text grew by one proposition only those of the proposition; accumulated over
+  updates in ``staleness``, by node id) are at most ``refresh_threshold`` times its members' tokens. Past that share it is written again
   (and its count starts again from zero). ``refresh_threshold=0`` rewrites every cluster whose
   members' texts changed.
 
@@ -47,7 +48,7 @@ import numpy as np
 from sirerag.clustering import cluster
 from sirerag.config import ClusteringConfig
 from sirerag.errors import SireragError
-from sirerag.tokens import count_tokens_many
+from sirerag.tokens import count_tokens_many, get_encoding
 from sirerag.trees.base import TreeResult
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.types import Node
@@ -166,9 +167,8 @@ class _Staleness:
         assert parent is not None
         now = Counter(by_id[m].text for m in group.members)
         before = Counter(old_by_id[c].text for c in parent.children)
-        size = {by_id[m].text: tokens[m] for m in group.members}
-        size.update((old_by_id[c].text, tokens[c]) for c in parent.children)
-        changed = sum(size[t] * n for t, n in ((now - before) + (before - now)).items())
+        added, dropped = _bag(now - before), _bag(before - now)
+        changed = sum(((added - dropped) + (dropped - added)).values())
         total = self.changed.get(parent.id, 0) + changed
         if changed and total > self.threshold * sum(tokens[m] for m in group.members):
             return None
@@ -246,6 +246,17 @@ def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: S
     stats.summaries_kept += sum(1 for n in kept if n is not None)
     stats.per_level.append({"level": level, "nodes": len(out), "written": len(written)})
     return list(out.values()), new_successors
+
+
+def _bag(texts: Counter) -> Counter:
+    """The tokens of ``texts`` (text -> count) as a multiset of token ids."""
+    bag: Counter = Counter()
+    if texts:
+        encoding = get_encoding()
+        for ids, n in zip(encoding.encode_batch(list(texts), disallowed_special=()), texts.values()):
+            for token, k in Counter(ids).items():
+                bag[token] += k * n
+    return bag
 
 
 def _assign(free: list[str], groups: list[_Group], vectors: dict[str, np.ndarray], stats: UpdateStats) -> list[str]:
