@@ -12,7 +12,9 @@ it (gold passages included). The two paths use separate caches, so each pays for
 embeddings. Recorded per path: summaries written (a counting wrapper around the summariser the
 settings name), chunks extracted, LLM-equivalent calls (summaries + 2 per extracted chunk: the
 LLM pipeline's coreference rewrite and extraction calls), wall and CPU seconds; and, for the final
-indexes, dense passage_recall@5 and answer_recall@1024 over the questions. ``--thresholds`` adds the
+indexes, dense passage_recall@5 and answer_recall@1024 over the questions, with the default pool rule
+(passages first) and with ``pool_rule="native"`` (plain dense ranking of the mixed pool, where the
+tree's summaries compete with the passages). ``--thresholds`` adds the
 20% once per refresh threshold (``sirerag add --refresh-threshold``), each on a copy of the 80% index
 and its cache; ``--extra-seeds K`` adds K full builds with other seeds: the quality spread between
 equally valid builds.
@@ -60,9 +62,14 @@ def _quality(index_dir: Path, questions: list) -> dict[str, float]:
     from sirerag.retrievers import load_retriever
 
     index = load_index(index_dir)
-    result = evaluate_retrieval(index.pool, load_retriever("dense", index), questions, show_progress=False)
-    return {"passage_recall@5": round(result.passage_recall[5], 4),
-            "answer_recall@1024": round(result.answer_recall[1024] or 0.0, 4), "pool_entries": len(index.pool)}
+    out: dict[str, Any] = {"pool_entries": len(index.pool)}
+    for rule in ("passages", "native"):  # the default pool rule (passages first), and plain dense over the pool
+        result = evaluate_retrieval(index.pool, load_retriever("dense", index, pool_rule=rule), questions,
+                                    show_progress=False)
+        prefix = "" if rule == "passages" else "native "
+        out[f"{prefix}passage_recall@5"] = round(result.passage_recall[5], 4)
+        out[f"{prefix}answer_recall@1024"] = round(result.answer_recall[1024] or 0.0, 4)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", required=True, help="scratch folder for the indexes and caches; must be new or empty")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--thresholds", default="0", metavar="T,T,...",
-                        help="refresh thresholds to add with (each on its own copy of the 80%% index; default 0)")
+    parser.add_argument("--thresholds", default="0,0.3", metavar="T,T,...",
+                        help="refresh thresholds to add with (each on its own copy of the 80%% index; default 0,0.3)")
     parser.add_argument("--extra-seeds", type=int, default=0, metavar="K",
                         help="also build 100%% with seeds seed+1..seed+K (embeddings cached): the spread of quality "
                              "between equally valid full builds")
@@ -134,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows.values():
         row["llm_equivalent_calls"] = row["summaries"] + 2 * row["chunks_extracted"]
     full = full_rows[0]
-    spread = {m: [r[m] for r in full_rows] for m in ("passage_recall@5", "answer_recall@1024")}
+    spread = {m: [r[m] for r in full_rows] for m in ("passage_recall@5", "answer_recall@1024",
+                                                     "native passage_recall@5", "native answer_recall@1024")}
     summary: dict[str, Any] = {
         "bench": args.bench, "questions": len(questions), "passages": len(base) + len(held), "added": len(held),
         "rows": rows, "full_builds": {m: {"min": min(v), "max": max(v), "mean": round(sum(v) / len(v), 4)}

@@ -98,9 +98,13 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
                                                                      drift["leaves_at_full_build"], 4) > 0
     graph = json.loads((index / "graph" / "graph.json").read_text())["stats"]
     assert graph["passage_nodes"] == 40  # the graph was rebuilt over all documents
+    pool_ids = set(pool)
+    assert drift["summaries_stale"] == len(manifest["staleness"]) > 0  # the default --refresh-threshold kept some
+    assert set(manifest["staleness"]) <= pool_ids
     assert main(["stats", str(index)]) == 0
-    assert f"{drift['share']:.1%} of its leaves (+{drift['leaves_added']} -0; 1 add/remove run(s))" in \
-        capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{drift['share']:.1%} of its leaves (+{drift['leaves_added']} -0; 1 add/remove run(s))" in out
+    assert f"stale summaries                 {drift['summaries_stale']} (kept their text, members changed)" in out
 
 
 @pytest.mark.slow
@@ -153,6 +157,7 @@ def test_remove_then_add_gives_back_the_same_ids_for_unchanged_nodes(corpora):
     history = load_index(index).manifest["history"]
     assert [(h["command"], h["documents_removed"], h["documents_added"]) for h in history] == \
         [("remove", 4, 0), ("add", 0, 4)]
+    assert sum(h["summaries_stale"] for h in history) > 0  # the round trip went through stale summaries
 
 
 DRIVER = kills.driver(r"""

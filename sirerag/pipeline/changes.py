@@ -14,7 +14,7 @@ from sirerag.types import Document
 #: Share of leaves added or removed since the last full build past which a warning suggests rebuilding.
 DEFAULT_DRIFT_WARN = 0.3
 #: Share of a cluster's member tokens that may change before its summary is written again.
-DEFAULT_REFRESH_THRESHOLD = 0.0
+DEFAULT_REFRESH_THRESHOLD = 0.3
 
 
 @dataclass(frozen=True)

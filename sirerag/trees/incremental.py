@@ -48,7 +48,8 @@ import numpy as np
 from sirerag.clustering import cluster
 from sirerag.config import ClusteringConfig
 from sirerag.errors import SireragError
-from sirerag.tokens import count_tokens_many, get_encoding
+from sirerag.tokens import count_tokens_many
+from sirerag.trees.staleness import Staleness
 from sirerag.trees.base import TreeResult
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.types import Node
@@ -128,7 +129,7 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
             result.extend(list(nodes) for nodes in old[level:])  # nothing below changed: the rest stands
             break
         nodes, successors = _update_level(old[level], prev_old, prev_new, successors, vectors, stats,
-                                          _Staleness(refresh_threshold, staleness), tree_name=tree_name,
+                                          Staleness(refresh_threshold, staleness), tree_name=tree_name,
                                           level=level, embedder=embedder, summarizer=summarizer,
                                           clustering=clustering, random_state=random_state)
         if not nodes:
@@ -155,38 +156,9 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
     return result, stats
 
 
-@dataclass
-class _Staleness:
-    threshold: float
-    changed: dict[str, int]
-
-    def keep(self, group: _Group, by_id: dict[str, Node], old_by_id: dict[str, Node], tokens: dict[str, int],
-             stats: UpdateStats) -> Node | None:
-        """The summary node of a changed old cluster with its old text, when that text may stay."""
-        parent = group.parent
-        assert parent is not None
-        now = Counter(by_id[m].text for m in group.members)
-        before = Counter(old_by_id[c].text for c in parent.children)
-        added, dropped = _bag(now - before), _bag(before - now)
-        changed = sum(((added - dropped) + (dropped - added)).values())
-        total = self.changed.get(parent.id, 0) + changed
-        if changed and total > self.threshold * sum(tokens[m] for m in group.members):
-            return None
-        children = tuple(group.members)
-        node = replace(parent, id=Node.make_id("summary", parent.tree, parent.level, parent.text, children),
-                       children=children, passages=tuple(dict.fromkeys(p for m in children for p in by_id[m].passages)))
-        if total:
-            self.changed[node.id] = total
-        if changed:
-            stats.summaries_stale += 1
-        else:
-            stats.summaries_same_text += 1
-        return node
-
-
 def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: Sequence[Node],
                   successors: dict[str, list[str]], vectors: dict[str, np.ndarray], stats: UpdateStats,
-                  staleness: _Staleness, *,
+                  staleness: Staleness, *,
                   tree_name: str, level: int, embedder: Any, summarizer: Any, clustering: ClusteringConfig,
                   random_state: int) -> tuple[list[Node], dict[str, list[str]]]:
     by_id = {n.id: n for n in prev_new}
@@ -213,8 +185,6 @@ def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: S
             stats.new_clusters += 1
     groups = _split_oversized(groups, vectors, tokens, clustering, random_state, stats)
     old_by_id = {n.id: n for n in prev_old}
-    gone = [n for n in prev_old if n.id not in tokens]
-    tokens.update(zip([n.id for n in gone], count_tokens_many([n.text for n in gone])))
     parts = Counter(g.parent.id for g in groups if g.parent is not None)
     kept: list[Node | None] = []
     todo: list[_Group] = []
@@ -226,7 +196,7 @@ def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: S
             passages = tuple(dict.fromkeys(p for m in group.members for p in by_id[m].passages))
             kept.append(parent if passages == parent.passages else replace(parent, passages=passages))
         elif parent is not None and parts[parent.id] == 1 and \
-                (node := staleness.keep(group, by_id, old_by_id, tokens, stats)) is not None:
+                (node := staleness.keep(parent, group.members, by_id, old_by_id, tokens, stats)) is not None:
             vectors[node.id] = vectors[parent.id]
             kept.append(node)
         else:
@@ -246,17 +216,6 @@ def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: S
     stats.summaries_kept += sum(1 for n in kept if n is not None)
     stats.per_level.append({"level": level, "nodes": len(out), "written": len(written)})
     return list(out.values()), new_successors
-
-
-def _bag(texts: Counter) -> Counter:
-    """The tokens of ``texts`` (text -> count) as a multiset of token ids."""
-    bag: Counter = Counter()
-    if texts:
-        encoding = get_encoding()
-        for ids, n in zip(encoding.encode_batch(list(texts), disallowed_special=()), texts.values()):
-            for token, k in Counter(ids).items():
-                bag[token] += k * n
-    return bag
 
 
 def _assign(free: list[str], groups: list[_Group], vectors: dict[str, np.ndarray], stats: UpdateStats) -> list[str]:
