@@ -322,3 +322,10 @@ def test_the_refresh_threshold_is_validated_before_anything_is_read(tmp_path):
     with pytest.raises(ConfigError, match=r"update.refresh_threshold must be a number, got '0.2'"):
         update_index(tmp_path / "none", remove=["x"], refresh_threshold="0.2")  # type: ignore[arg-type]
     assert not (tmp_path / "none").exists()
+
+
+def test_the_cli_refuses_a_negative_refresh_threshold(tmp_path, capsys):
+    assert main(["remove", str(tmp_path / "none"), "--ids", "x", "--refresh-threshold", "-0.1"]) == 1
+    assert "update.refresh_threshold (--refresh-threshold) must be a share between 0 and 1, got -0.1" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
