@@ -197,7 +197,7 @@ class GraphConfig:
     synonym_threshold: float = 0.8
     synonym_max_neighbors: int = 100
     damping: float = 0.5
-    tol: float = 1e-8
+    tol: float = 1e-6
     max_iter: int = 100
 
     def validate(self) -> None:

@@ -34,7 +34,7 @@ class PersonalizedPageRank:
         max_iter: iteration cap; reaching it logs a warning.
     """
 
-    def __init__(self, adjacency: sp.spmatrix | np.ndarray, *, damping: float = 0.5, tol: float = 1e-8,
+    def __init__(self, adjacency: sp.spmatrix | np.ndarray, *, damping: float = 0.5, tol: float = 1e-6,
                  max_iter: int = 100) -> None:
         check(0.0 <= float(damping) < 1.0, "damping", damping, "a number in [0, 1)")
         check(float(tol) > 0.0, "tol", tol, "a positive number")
@@ -96,6 +96,6 @@ class PersonalizedPageRank:
 
 
 def personalized_pagerank(adjacency: sp.spmatrix | np.ndarray, reset: np.ndarray, *, damping: float = 0.5,
-                          tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
+                          tol: float = 1e-6, max_iter: int = 100) -> np.ndarray:
     """One-off Personalized PageRank (see :class:`PersonalizedPageRank`)."""
     return PersonalizedPageRank(adjacency, damping=damping, tol=tol, max_iter=max_iter).run(reset)

@@ -97,7 +97,7 @@ class PPRRetriever:
 
     def __init__(self, graph: EntityGraph, pool: Pool, embedder: Any, *, linking: str = "ner",
                  tagger: Callable[[str], Sequence[str]] | None = None, llm: Any | None = None,
-                 damping: float = 0.5, tol: float = 1e-8, max_iter: int = 100,
+                 damping: float = 0.5, tol: float = 1e-6, max_iter: int = 100,
                  passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5,
                  surface: bool = True, passage_seeds: str = "dense+bm25", bm25_share: float = 0.5,
                  entry_score: str = "mean") -> None:
