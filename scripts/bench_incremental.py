@@ -1,25 +1,30 @@
 """Incremental update vs full rebuild: build on 80% of a corpus, ``add`` the other 20%, and compare
 with a full build of 100% (issue 15).
 
-Example (the subset used for docs/incremental.md)::
+Example (the run in docs/incremental.md)::
 
-    python scripts/bench_incremental.py ../shared/bench/musique --questions 60 --passages 500 --seed-check \
-        --work /tmp/bench-incr --json bench_incremental.json
+    python scripts/bench_incremental.py ../shared/bench/musique --questions 212 --split all \
+        --passages 800 --thresholds 0,0.15,0.3,0.5 --extra-seeds 2 --work /tmp/bench-incr --json bench_incremental.json
 
-The corpus is the gold passages of the first ``--questions`` dev questions plus the first other
+The corpus is the gold passages of the first ``--questions`` questions (of ``--split``) plus the first other
 passages of the corpus up to ``--passages`` in all; the held-out 20% is a seeded random sample of
 it (gold passages included). The two paths use separate caches, so each pays for its own
 embeddings. Recorded per path: summaries written (a counting wrapper around the summariser the
 settings name), chunks extracted, LLM-equivalent calls (summaries + 2 per extracted chunk: the
 LLM pipeline's coreference rewrite and extraction calls), wall and CPU seconds; and, for the final
-indexes, dense passage_recall@5 and answer_recall@1024 over the questions. ``--seed-check`` adds a
-second full build with another seed: the quality spread between two equally valid builds.
+indexes, dense passage_recall@5 and answer_recall@1024 over the questions, with the default pool rule
+(passages first) and with ``pool_rule="native"`` (plain dense ranking of the mixed pool, where the
+tree's summaries compete with the passages). ``--thresholds`` adds the
+20% once per refresh threshold (``sirerag add --refresh-threshold``), each on a copy of the 80% index
+and its cache; ``--extra-seeds K`` adds K full builds with other seeds: the quality spread between
+equally valid builds.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -29,11 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _subset(folder: Path, n_questions: int, n_passages: int, seed: int) -> tuple[list, list, list]:
+def _subset(folder: Path, n_questions: int, n_passages: int, seed: int, split: str) -> tuple[list, list, list]:
     from sirerag.evaluation.retrieval import load_questions
     from sirerag.io.corpus import load_corpus
 
-    questions = load_questions(folder / "questions.jsonl", split="dev", limit=n_questions)
+    questions = load_questions(folder / "questions.jsonl", split=None if split == "all" else split,
+                               limit=n_questions)
     corpus = load_corpus(folder / "corpus.jsonl")
     gold = {p for q in questions for p in q.gold_passage_ids}
     chosen = [d for d in corpus if d.id in gold]
@@ -56,23 +62,35 @@ def _quality(index_dir: Path, questions: list) -> dict[str, float]:
     from sirerag.retrievers import load_retriever
 
     index = load_index(index_dir)
-    result = evaluate_retrieval(index.pool, load_retriever("dense", index), questions, show_progress=False)
-    return {"passage_recall@5": round(result.passage_recall[5], 4),
-            "answer_recall@1024": round(result.answer_recall[1024] or 0.0, 4), "pool_entries": len(index.pool)}
+    out: dict[str, Any] = {"pool_entries": len(index.pool)}
+    for rule in ("passages", "native"):  # the default pool rule (passages first), and plain dense over the pool
+        result = evaluate_retrieval(index.pool, load_retriever("dense", index, pool_rule=rule), questions,
+                                    show_progress=False)
+        prefix = "" if rule == "passages" else "native "
+        out[f"{prefix}passage_recall@5"] = round(result.passage_recall[5], 4)
+        out[f"{prefix}answer_recall@1024"] = round(result.answer_recall[1024] or 0.0, 4)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bench", help="a ../shared/bench/<set> folder (corpus.jsonl + questions.jsonl)")
-    parser.add_argument("--questions", type=int, default=40, help="first N dev questions")
+    parser.add_argument("--questions", type=int, default=40, help="first N questions of --split")
+    parser.add_argument("--split", default="dev", help="question split: dev, train or all (MuSiQue has 101 dev "
+                                                       "questions; nothing is trained here, so train ones measure too)")
     parser.add_argument("--passages", type=int, default=600, help="passages in the subset (gold ones first)")
     parser.add_argument("--work", required=True, help="scratch folder for the indexes and caches; must be new or empty")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--seed-check", action="store_true",
-                        help="also build 100%% with seed + 1 (its embeddings cached), to show the spread of quality "
-                             "between two full builds")
+    parser.add_argument("--thresholds", default="0,0.3", metavar="T,T,...",
+                        help="refresh thresholds to add with (each on its own copy of the 80%% index; default 0,0.3)")
+    parser.add_argument("--extra-seeds", type=int, default=0, metavar="K",
+                        help="also build 100%% with seeds seed+1..seed+K (embeddings cached): the spread of quality "
+                             "between equally valid full builds")
+    parser.add_argument("--seed-check", action="store_true", help="the same as --extra-seeds 1")
     args = parser.parse_args(argv)
+    thresholds = [float(t) for t in args.thresholds.split(",")]
+    extra = max(args.extra_seeds, 1 if args.seed_check else 0)
 
     import sirerag.pipeline.build as build_mod
     from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
@@ -86,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if work.exists() and any(work.iterdir()):
         raise SystemExit(f"{work}: not empty; give a new or empty --work folder (nothing is deleted)")
     work.mkdir(parents=True, exist_ok=True)
-    questions, base, held = _subset(Path(args.bench), args.questions, args.passages, args.seed)
+    questions, base, held = _subset(Path(args.bench), args.questions, args.passages, args.seed, args.split)
     config = BuildConfig(seed=args.seed, chunking=ChunkingConfig(mode="passage")).validate()
     counters: list[CountingSummarizer] = []
     make = build_mod.make_summarizer
@@ -97,34 +115,49 @@ def main(argv: list[str] | None = None) -> int:
 
     build_mod.make_summarizer = counted  # type: ignore[assignment]
     rows: dict[str, dict[str, Any]] = {}
-    _, wall, cpu = _timed(lambda: build_mod.build_index(base, work / "incremental", config,
+    _, wall, cpu = _timed(lambda: build_mod.build_index(base, work / "base", config,
                                                         cache_dir=work / "cache-incremental", show_progress=False))
     rows["build 80%"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base), "wall_s": wall, "cpu_s": cpu}
-    report, wall, cpu = _timed(lambda: update_index(work / "incremental", add=held,
-                                                    cache_dir=work / "cache-incremental"))
-    rows["add 20%"] = {"summaries": counters[-1].groups, "chunks_extracted": report.counts["chunks_extracted"],
-                       "wall_s": wall, "cpu_s": cpu, "counts": report.counts, "timings": report.timings}
-    _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full", config,
-                                                        cache_dir=work / "cache-full", show_progress=False))
-    rows["full build 100%"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base) + len(held),
-                               "wall_s": wall, "cpu_s": cpu}
-    if args.seed_check:  # the spread between two full builds that differ only in their seed
-        other = BuildConfig(seed=args.seed + 1, chunking=ChunkingConfig(mode="passage")).validate()
-        _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / "full-seed2", other,
+    for threshold in thresholds:  # each add starts from its own copy of the 80% index and its cache
+        name = f"add-{threshold:g}"
+        shutil.copytree(work / "base", work / name)
+        shutil.copytree(work / "cache-incremental", work / f"cache-{name}")
+        report, wall, cpu = _timed(lambda: update_index(work / name, add=held, cache_dir=work / f"cache-{name}",
+                                                        refresh_threshold=threshold))
+        rows[f"add 20%, refresh threshold {threshold:g}"] = {
+            "refresh_threshold": threshold, "summaries": counters[-1].groups,
+            "chunks_extracted": report.counts["chunks_extracted"], "wall_s": wall, "cpu_s": cpu,
+            "counts": report.counts, "timings": report.timings, **_quality(work / name, questions)}
+    full_rows = []
+    for k in range(extra + 1):  # seed + k: the spread between full builds that differ only in their seed
+        other = BuildConfig(seed=args.seed + k, chunking=ChunkingConfig(mode="passage")).validate()
+        _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / f"full-{k}", other,
                                                             cache_dir=work / "cache-full", show_progress=False))
-        rows["full build 100%, seed + 1"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base) + len(held),
-                                             "wall_s": wall, "cpu_s": cpu, **_quality(work / "full-seed2", questions)}
+        label = "full build 100%" + (f", seed + {k} (embeddings cached)" if k else "")
+        rows[label] = {"seed": args.seed + k, "summaries": counters[-1].groups,
+                       "chunks_extracted": len(base) + len(held), "wall_s": wall, "cpu_s": cpu,
+                       **_quality(work / f"full-{k}", questions)}
+        full_rows.append(rows[label])
     for row in rows.values():
         row["llm_equivalent_calls"] = row["summaries"] + 2 * row["chunks_extracted"]
-    rows["add 20%"].update(_quality(work / "incremental", questions))
-    rows["full build 100%"].update(_quality(work / "full", questions))
-    add, full = rows["add 20%"], rows["full build 100%"]
-    summary = {"bench": args.bench, "questions": len(questions), "passages": len(base) + len(held),
-               "added": len(held), "rows": rows,
-               "add_share_of_full_calls": round(add["llm_equivalent_calls"] / full["llm_equivalent_calls"], 4),
-               "add_share_of_full_summaries": round(add["summaries"] / max(full["summaries"], 1), 4),
-               "delta_passage_recall@5": round(add["passage_recall@5"] - full["passage_recall@5"], 4),
-               "delta_answer_recall@1024": round(add["answer_recall@1024"] - full["answer_recall@1024"], 4)}
+    full = full_rows[0]
+    spread = {m: [r[m] for r in full_rows] for m in ("passage_recall@5", "answer_recall@1024",
+                                                     "native passage_recall@5", "native answer_recall@1024")}
+    summary: dict[str, Any] = {
+        "bench": args.bench, "questions": len(questions), "passages": len(base) + len(held), "added": len(held),
+        "rows": rows, "full_builds": {m: {"min": min(v), "max": max(v), "mean": round(sum(v) / len(v), 4)}
+                                      for m, v in spread.items()},
+        "per_threshold": []}
+    for row in rows.values():
+        if "refresh_threshold" not in row:
+            continue
+        summary["per_threshold"].append({
+            "refresh_threshold": row["refresh_threshold"],
+            "share_of_full_calls": round(row["llm_equivalent_calls"] / full["llm_equivalent_calls"], 4),
+            "share_of_full_summaries": round(row["summaries"] / max(full["summaries"], 1), 4),
+            "summaries_stale": row["counts"].get("summaries_stale", 0),
+            **{f"delta_{m}": round(row[m] - full[m], 4) for m in spread},
+            **{f"delta_{m}_vs_mean_full": round(row[m] - summary["full_builds"][m]["mean"], 4) for m in spread}})
     print(json.dumps(summary, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

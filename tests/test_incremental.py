@@ -98,9 +98,13 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
                                                                      drift["leaves_at_full_build"], 4) > 0
     graph = json.loads((index / "graph" / "graph.json").read_text())["stats"]
     assert graph["passage_nodes"] == 40  # the graph was rebuilt over all documents
+    pool_ids = set(pool)
+    assert drift["summaries_stale"] == len(manifest["staleness"]) > 0  # the default --refresh-threshold kept some
+    assert set(manifest["staleness"]) <= pool_ids
     assert main(["stats", str(index)]) == 0
-    assert f"{drift['share']:.1%} of its leaves (+{drift['leaves_added']} -0; 1 add/remove run(s))" in \
-        capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{drift['share']:.1%} of its leaves (+{drift['leaves_added']} -0; 1 add/remove run(s))" in out
+    assert f"stale summaries                 {drift['summaries_stale']} (kept their text, members changed)" in out
 
 
 @pytest.mark.slow
@@ -153,6 +157,7 @@ def test_remove_then_add_gives_back_the_same_ids_for_unchanged_nodes(corpora):
     history = load_index(index).manifest["history"]
     assert [(h["command"], h["documents_removed"], h["documents_added"]) for h in history] == \
         [("remove", 4, 0), ("add", 0, 4)]
+    assert sum(h["summaries_stale"] for h in history) > 0  # the round trip went through stale summaries
 
 
 DRIVER = kills.driver(r"""
@@ -190,8 +195,11 @@ def test_plan_skips_same_text_updates_changed_text_and_names_unknown_ids():
     record_change(manifest, command="add", plan=plan, leaves_before=10, leaves_added=2, leaves_removed=1,
                   summaries_written=3, chunks_extracted=2)
     drift = record_change(manifest, command="remove", plan=plan, leaves_before=99, leaves_added=0,
-                          leaves_removed=2, summaries_written=1, chunks_extracted=0)
-    assert drift == {"leaves_at_full_build": 10, "leaves_added": 2, "leaves_removed": 3, "share": 0.5}
+                          leaves_removed=2, summaries_written=1, chunks_extracted=0, summaries_stale=2,
+                          stale_in_index=5, refresh_threshold=0.2)
+    assert drift == {"leaves_at_full_build": 10, "leaves_added": 2, "leaves_removed": 3, "share": 0.5,
+                     "summaries_stale": 5}
+    assert manifest["history"][1]["summaries_stale"] == 2 and manifest["history"][1]["refresh_threshold"] == 0.2
     assert len(manifest["history"]) == 2
 
 
@@ -238,3 +246,86 @@ def test_new_leaves_join_the_cluster_they_fit_and_others_start_their_own():
                                 embedder=embedder, summarizer=summarizer, clustering=ClusteringConfig(), levels=2,
                                 random_state=0)
     assert {n.children for n in levels[1]} == {("a1",), ("b1", "b2")} and stats.summaries_written == 1
+
+
+def _two_clusters_under_a_root():
+    """Leaves a1..a2 and b1..b4 (one-hot directions, 2 tokens each) in two level-1 clusters under a root."""
+    axes = np.eye(10, dtype=np.float32)
+    near = {"a1": axes[0] + 0.1 * axes[1], "a2": axes[0] + 0.1 * axes[2], "a3": axes[0] + 0.05 * axes[1],
+            "b1": axes[3] + 0.1 * axes[4], "b2": axes[3] + 0.1 * axes[5], "b3": axes[3] + 0.1 * axes[6],
+            "b4": axes[3] + 0.1 * axes[7], "b5": axes[3] + 0.01 * axes[4], "b6": axes[3] + 0.01 * axes[5]}
+    table = {k: v / np.linalg.norm(v) for k, v in near.items()}
+    leaf = {k: Node(id=k, text=k, kind="leaf", tree="similarity", level=0, passages=(k,)) for k in table}
+    embedder = _Embed(table)
+    s_a = Node(id="sa", text="a1 a2", kind="summary", tree="similarity", level=1, children=("a1", "a2"),
+               passages=("a1", "a2"))
+    s_b = Node(id="sb", text="b1 b2 b3 b4", kind="summary", tree="similarity", level=1,
+               children=("b1", "b2", "b3", "b4"), passages=("b1", "b2", "b3", "b4"))
+    root = Node(id="r", text="a1 a2 b1 b2 b3 b4", kind="summary", tree="similarity", level=2, children=("sa", "sb"),
+                passages=s_a.passages + s_b.passages)
+    vectors = dict(table)
+    vectors.update(zip(("sa", "sb", "r"), embedder.encode_documents([s_a.text, s_b.text, root.text])))
+    old = [[leaf[k] for k in ("a1", "a2", "b1", "b2", "b3", "b4")], [s_a, s_b], [root]]
+    return old, leaf, vectors, embedder
+
+
+def _update(old, base, vectors, embedder, threshold, staleness):
+    summarizer = CountingSummarizer(_Join())
+    levels, stats = update_tree(old, base, vectors, tree_name="similarity", embedder=embedder, summarizer=summarizer,
+                                clustering=ClusteringConfig(), levels=3, random_state=0, refresh_threshold=threshold,
+                                staleness=staleness)
+    return levels, stats, summarizer
+
+
+def test_a_cluster_below_the_refresh_threshold_keeps_its_summary_and_gets_the_new_children():
+    old, leaf, vectors, embedder = _two_clusters_under_a_root()
+    base = old[0] + [leaf["a3"], leaf["b5"]]  # a3 is 1/3 of a's tokens, b5 1/5 of b's
+    staleness: dict[str, int] = {}
+    levels, stats, summarizer = _update(old, base, vectors, embedder, 0.25, staleness)
+    by_text = {n.text: n for n in levels[1]}
+    assert set(by_text) == {"a1 a2 a3", "b1 b2 b3 b4"}  # a (1/3 > 0.25) written again, b (1/5) kept its text
+    b = by_text["b1 b2 b3 b4"]
+    assert b.children == ("b1", "b2", "b3", "b4", "b5") and b.passages == b.children  # children exact
+    assert b.id == Node.make_id("summary", "similarity", 1, b.text, b.children) != "sb"  # id of text + children
+    assert np.array_equal(vectors[b.id], vectors["sb"])  # its stored row, not embedded again
+    (root,) = levels[2]  # its members' texts changed by " a3" (2 of their 14 tokens): kept, with the new children
+    assert root.text == "a1 a2 b1 b2 b3 b4" and root.children == tuple(n.id for n in levels[1])
+    assert staleness == {b.id: 2, root.id: 2} and (stats.summaries_stale, stats.summaries_written) == (2, 1)
+    assert summarizer.groups == 1  # a only
+    # a second add to b: 2 + 2 changed tokens of 12 is past 0.25, so b is written again, and so is the root
+    # (2 + 4 changed tokens of 18); both are up to date again
+    levels2, stats2, summarizer2 = _update(levels, levels[0] + [leaf["b6"]], vectors, embedder, 0.25, staleness)
+    assert {n.text for n in levels2[1]} == {"a1 a2 a3", "b1 b2 b3 b4 b5 b6"}
+    assert levels2[2][0].text == "a1 a2 a3 b1 b2 b3 b4 b5 b6"
+    assert (stats2.summaries_stale, summarizer2.groups) == (0, 2) and staleness == {}
+
+
+def test_only_stale_children_below_keep_the_parent_text_and_threshold_zero_rewrites_every_changed_cluster():
+    old, leaf, vectors, embedder = _two_clusters_under_a_root()
+    levels, stats, summarizer = _update(old, old[0] + [leaf["b5"]], vectors, embedder, 0.25, {})
+    (root,) = levels[2]
+    assert root.text == "a1 a2 b1 b2 b3 b4" and root.children == ("sa", levels[1][1].id)  # same member texts
+    assert (stats.summaries_stale, stats.summaries_same_text, summarizer.groups) == (1, 1, 0)
+    assert set(root.passages) == {"a1", "a2", "b1", "b2", "b3", "b4", "b5"}
+    levels, stats, summarizer = _update(old, old[0] + [leaf["b5"]], vectors, embedder, 0.0, {})
+    assert [n.text for n in levels[1]] == ["a1 a2", "b1 b2 b3 b4 b5"] and levels[1][0].id == "sa"
+    assert levels[2][0].text == "a1 a2 b1 b2 b3 b4 b5"
+    assert (stats.summaries_stale, stats.summaries_written, summarizer.groups) == (0, 2, 2)
+
+
+def test_the_refresh_threshold_is_validated_before_anything_is_read(tmp_path):
+    from sirerag.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"update.refresh_threshold \(--refresh-threshold\) must be a share between "
+                                          r"0 and 1, got 1.5"):
+        update_index(tmp_path / "none", remove=["x"], refresh_threshold=1.5)
+    with pytest.raises(ConfigError, match=r"update.refresh_threshold must be a number, got '0.2'"):
+        update_index(tmp_path / "none", remove=["x"], refresh_threshold="0.2")  # type: ignore[arg-type]
+    assert not (tmp_path / "none").exists()
+
+
+def test_the_cli_refuses_a_negative_refresh_threshold(tmp_path, capsys):
+    assert main(["remove", str(tmp_path / "none"), "--ids", "x", "--refresh-threshold", "-0.1"]) == 1
+    assert "update.refresh_threshold (--refresh-threshold) must be a share between 0 and 1, got -0.1" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "none").exists()

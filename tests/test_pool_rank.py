@@ -85,3 +85,24 @@ def test_seed_aggregates_cannot_crowd_out_the_gold_passage(linking):
     ranked = ids(PoolRanker(new, pool).search(query, k=5))
     assert ranked[0] == "l0"
     assert ids(new.search(query, k=9))[0] == "l0"
+
+
+def test_default_leaf_share_is_measured_per_retriever(monkeypatch):
+    """PPR takes the share measured best for it (0.8), other retrievers 0.9; a given share wins."""
+    import sirerag.retrievers as retrievers
+
+    class Index:
+        pool = POOL
+
+        def component(self, name):
+            return None
+
+    class Base:
+        def __init__(self, name):
+            self.name = name
+
+    monkeypatch.setattr(retrievers, "load_base", lambda name, index, **options: Base(name))
+    assert retrievers.load_retriever("ppr", Index()).rule.leaf_share == 0.8
+    assert retrievers.load_retriever("dense", Index()).rule.leaf_share == 0.9
+    assert retrievers.load_retriever("ppr", Index(), leaf_share=0.6).rule.leaf_share == 0.6
+    assert not isinstance(retrievers.load_retriever("ppr", Index(), pool_rule="native"), PoolRanker)

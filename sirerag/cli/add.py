@@ -8,12 +8,16 @@ from sirerag.cli.common import add_common, progress_enabled
 
 
 def _update_options(p: Any) -> None:
-    from sirerag.pipeline.changes import DEFAULT_DRIFT_WARN
+    from sirerag.pipeline.changes import DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD
 
     p.add_argument("--cache", help="cache folder for model calls (default INDEX/cache, as for the build)")
     p.add_argument("--drift-warn", type=float, default=DEFAULT_DRIFT_WARN, metavar="SHARE",
                    help="warn when more than this share of the leaves was added or removed since the last "
                         f"full build (default {DEFAULT_DRIFT_WARN})")
+    p.add_argument("--refresh-threshold", type=float, default=DEFAULT_REFRESH_THRESHOLD, metavar="SHARE",
+                   help="a cluster whose members changed keeps its summary text while the member tokens changed "
+                        "since that text was written are at most this share of its members' tokens; 0 rewrites "
+                        f"every changed cluster (default {DEFAULT_REFRESH_THRESHOLD})")
     add_common(p)
 
 
@@ -36,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     cache_umap_functions()  # new clusters are clustered with UMAP: reuse its compiled functions
 
     report = update_index(args.index, add=args.corpus, cache_dir=args.cache, drift_warn=args.drift_warn,
-                          show_progress=progress_enabled(args))
+                          refresh_threshold=args.refresh_threshold, show_progress=progress_enabled(args))
     print_report(report)
     return 0
 
@@ -49,7 +53,9 @@ def print_report(report: Any) -> None:
         return
     print(f"{report.out}: {c['documents_added']} document(s) added, {c['documents_updated']} updated, "
           f"{c['documents_removed']} removed, {c['documents_skipped']} unchanged; {c['leaves_added']} leaves added, "
-          f"{c['leaves_removed']} removed; {c['summaries_written']} summaries written; "
+          f"{c['leaves_removed']} removed; {c['summaries_written']} summaries written, "
+          f"{c['summaries_stale']} kept stale; "
           f"{c['pool_entries']} pool entries")
-    print(f"  drift since the last full build: {report.drift.get('share', 0.0):.1%} of its leaves"
+    print(f"  drift since the last full build: {report.drift.get('share', 0.0):.1%} of its leaves, "
+          f"{report.drift.get('summaries_stale', 0)} stale summaries in the index"
           + (" (past --drift-warn: consider sirerag build)" if report.drift_warning else ""))

@@ -39,6 +39,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         ids = list(args.ids)
     report = update_index(args.index, remove=ids, cache_dir=args.cache, drift_warn=args.drift_warn,
-                          show_progress=progress_enabled(args))
+                          refresh_threshold=args.refresh_threshold, show_progress=progress_enabled(args))
     print_report(report)
     return 0

@@ -30,7 +30,7 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
                    help="over a full pool: passages (summaries and aggregates never push out passages; the "
                         "default) or native (the retriever's own ranking)")
     p.add_argument("--leaf-share", type=float,
-                   help="with the passages rule: least share of leaves at every prefix of the ranking (default 0.9)")
+                   help="with the passages rule: least share of leaves at every prefix of the ranking (default 0.8 for ppr, 0.9 otherwise)")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,12 +6,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from sirerag.errors import InputError
+from sirerag.config.typecheck import check_types
+from sirerag.errors import InputError, check
 from sirerag.io import read_jsonl
 from sirerag.types import Document
 
 #: Share of leaves added or removed since the last full build past which a warning suggests rebuilding.
 DEFAULT_DRIFT_WARN = 0.3
+#: Share of a cluster's member tokens that may change before its summary is written again.
+DEFAULT_REFRESH_THRESHOLD = 0.3
+
+
+@dataclass(frozen=True)
+class UpdateConfig:
+    """Settings of one add/remove (the build's settings come from the index's manifest).
+
+    ``refresh_threshold``: a changed cluster keeps its summary text while the tokens of member
+    texts added or dropped since that text was written are at most this share of its members'
+    tokens (bounded staleness); 0 rewrites every cluster whose members' texts changed.
+    ``drift_warn``: share of leaves added or removed since the last full build past which a
+    warning suggests ``sirerag build``.
+    """
+
+    refresh_threshold: float = DEFAULT_REFRESH_THRESHOLD
+    drift_warn: float = DEFAULT_DRIFT_WARN
+
+    def validate(self) -> "UpdateConfig":
+        check_types(self, "update")
+        check(0.0 <= self.refresh_threshold <= 1.0, "update.refresh_threshold (--refresh-threshold)",
+              self.refresh_threshold, "a share between 0 and 1")
+        check(self.drift_warn >= 0.0, "update.drift_warn (--drift-warn)", self.drift_warn, "a share >= 0")
+        return self
 
 
 @dataclass(frozen=True)
@@ -70,19 +95,23 @@ def merged_records(path: Path, removed: frozenset[str], new: Sequence[dict[str, 
 
 
 def record_change(manifest: dict[str, Any], *, command: str, plan: Plan, leaves_before: int, leaves_added: int,
-                  leaves_removed: int, summaries_written: int, chunks_extracted: int) -> dict[str, Any]:
+                  leaves_removed: int, summaries_written: int, chunks_extracted: int, summaries_stale: int = 0,
+                  stale_in_index: int = 0, refresh_threshold: float = 0.0) -> dict[str, Any]:
     """Append the change to ``manifest["history"]`` and update ``manifest["drift"]`` (in place);
     returns the drift record.
 
     Drift is the share of leaves added or removed since the last full build, over the leaves
     that build had; an index without a drift record (a full build) starts from ``leaves_before``.
+    ``summaries_stale`` (this change) and ``stale_in_index`` (after it) count summaries that kept
+    their text although their members changed (``refresh_threshold``).
     """
     manifest.setdefault("history", []).append({
         "command": command, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "documents_added": len(plan.added) - len(plan.updated), "documents_updated": len(plan.updated),
         "documents_removed": len(plan.removed) - len(plan.updated), "documents_skipped": plan.skipped,
         "leaves_added": leaves_added, "leaves_removed": leaves_removed,
-        "summaries_written": summaries_written, "chunks_extracted": chunks_extracted,
+        "summaries_written": summaries_written, "summaries_stale": summaries_stale,
+        "refresh_threshold": refresh_threshold, "chunks_extracted": chunks_extracted,
     })
     drift = dict(manifest.get("drift") or {"leaves_at_full_build": leaves_before, "leaves_added": 0,
                                            "leaves_removed": 0})
@@ -90,5 +119,6 @@ def record_change(manifest: dict[str, Any], *, command: str, plan: Plan, leaves_
     drift["leaves_removed"] += leaves_removed
     base = max(int(drift["leaves_at_full_build"]), 1)
     drift["share"] = round((drift["leaves_added"] + drift["leaves_removed"]) / base, 4)
+    drift["summaries_stale"] = stale_in_index
     manifest["drift"] = drift
     return drift

@@ -34,7 +34,8 @@ from sirerag.io import write_jsonl, write_manifest
 from sirerag.io.staging import staged_index
 from sirerag.lexical import save_bm25
 from sirerag.pipeline import build as build_mod
-from sirerag.pipeline.changes import DEFAULT_DRIFT_WARN, Plan, merged_records, plan_changes, record_change
+from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD, Plan, UpdateConfig,
+                                      merged_records, plan_changes, record_change)
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, load_index, save_pool, save_records
 from sirerag.trees.base import TreeResult
@@ -63,7 +64,8 @@ class _Unchanged(Exception):
 
 def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | None = None,
                  remove: Iterable[str] = (), cache_dir: str | Path | None = None, summarizer: Any | None = None,
-                 drift_warn: float = DEFAULT_DRIFT_WARN, show_progress: bool = False) -> UpdateReport:
+                 drift_warn: float = DEFAULT_DRIFT_WARN, refresh_threshold: float = DEFAULT_REFRESH_THRESHOLD,
+                 show_progress: bool = False) -> UpdateReport:
     """Add and/or remove documents of an index in place.
 
     Args:
@@ -73,24 +75,29 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
         cache_dir: the model-call caches (default ``<index>/cache``, as for the build).
         summarizer: replaces the summariser the build's settings name (tests, benchmarks).
         drift_warn: share of leaves changed since the last full build past which a warning is logged.
+        refresh_threshold: share of a changed cluster's member tokens up to which it keeps its summary
+            text (:class:`~sirerag.pipeline.changes.UpdateConfig`); 0 rewrites every changed cluster.
         show_progress: progress bars.
 
     Raises:
+        ConfigError: ``refresh_threshold`` or ``drift_warn`` is out of range; nothing changes.
         InputError: an id to remove is not in the index, or the corpus is invalid; nothing changes.
         IndexFormatError: the index is not readable.
         IndexLockedError: another process is writing it.
         SireragError: the index uses a relatedness variant the update does not support.
     """
+    settings = UpdateConfig(refresh_threshold=refresh_threshold, drift_warn=drift_warn).validate()
     out = Path(index)
     cache = Path(cache_dir) if cache_dir is not None else out / "cache"
     command = "add" if add is not None else "remove"
     start = time.perf_counter()
     try:
         with staged_index(out, command=command, keep=build_mod._kept_folders(out, cache)) as stage:
-            report = _update(out, stage, add, remove, cache, summarizer, command, show_progress)
+            report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress)
     except _Unchanged as exc:
         return UpdateReport(out=out, changed=False, counts=exc.args[0])
     report.timings["total"] = round(time.perf_counter() - start, 3)
+    drift_warn = settings.drift_warn
     if report.drift.get("share", 0.0) > drift_warn:
         warning = (f"{report.drift['share']:.0%} of the leaves were added or removed since the last full build "
                    f"(over {drift_warn:.0%}); the incremental tree may drift from what a rebuild would cluster: "
@@ -102,7 +109,7 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
 
 
 def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path, summarizer: Any,
-            command: str, show_progress: bool) -> UpdateReport:
+            command: str, settings: UpdateConfig, show_progress: bool) -> UpdateReport:
     from sirerag.chunking import chunk_documents
     from sirerag.embedding import load_embedder
     from sirerag.io.corpus import load_corpus
@@ -143,7 +150,8 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         rows = np.asarray(embedder.encode_documents([c.text for c in new_chunks]), dtype=np.float32)
         vectors.update({c.id: row for c, row in zip(new_chunks, rows)})
     timings["embed_leaves"] = round(time.perf_counter() - clock, 3)
-    trees = TreeUpdate(old.pool.entries, vectors, config, embedder, summarizer)
+    trees = TreeUpdate(old.pool.entries, vectors, config, embedder, summarizer,
+                       refresh_threshold=settings.refresh_threshold, staleness=manifest.get("staleness"))
     clock = time.perf_counter()
     trees.similarity(chunks)
     timings["similarity_tree"] = round(time.perf_counter() - clock, 3)
@@ -187,19 +195,23 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
                                                    config=config.graph)
         timings["graph"] = round(time.perf_counter() - clock, 3)
     counts["summaries_written"] = trees.written
+    counts["summaries_stale"] = sum(t.get("summaries_stale", 0) for t in trees.stats.values())
+    stale = trees.stale()
     old_leaves = {e.id for e in old.pool.entries if e.kind == "leaf"}
     new_leaves = {c.id for c in chunks}
     counts.update(leaves_added=len(new_leaves - old_leaves), leaves_removed=len(old_leaves - new_leaves),
                   pool_entries=len(pool), trees=trees.stats)
     drift = record_change(manifest, command=command, plan=plan, leaves_before=len(old_leaves),
                           leaves_added=counts["leaves_added"], leaves_removed=counts["leaves_removed"],
-                          summaries_written=trees.written, chunks_extracted=counts["chunks_extracted"])
+                          summaries_written=trees.written, chunks_extracted=counts["chunks_extracted"],
+                          summaries_stale=counts["summaries_stale"], stale_in_index=len(stale),
+                          refresh_threshold=settings.refresh_threshold)
     build_counts = dict(manifest.get("counts") or {})
     build_counts.update(documents=len(plan.documents), chunks=len(chunks),
                         pool={"entries": len(pool), "by_tree_kind_level": pool.counts()})
     content = {k: v for k, v in manifest.items() if k not in _NOT_KEPT}
     content.update(corpus={**(manifest.get("corpus") or {}), "documents": len(plan.documents)},
-                   components=components, counts=build_counts)
+                   components=components, counts=build_counts, staleness=stale)
     write_manifest(stage, **content)
     build_mod._close_caches(opened)
     return UpdateReport(out=out, changed=True, counts=counts, timings=timings, drift=drift)

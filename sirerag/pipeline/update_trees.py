@@ -15,9 +15,15 @@ class TreeUpdate:
     """The two trees of the index being updated."""
 
     def __init__(self, entries: Sequence[Node], vectors: dict[str, np.ndarray], config: BuildConfig,
-                 embedder: Any, summarizer: Any) -> None:
+                 embedder: Any, summarizer: Any, *, refresh_threshold: float = 0.0,
+                 staleness: dict[str, int] | None = None) -> None:
         self.entries, self.vectors, self.config = entries, vectors, config
         self.embedder, self.summarizer = embedder, summarizer
+        self.refresh_threshold = refresh_threshold
+        self.staleness: dict[str, dict[str, int]] = {}  # tree -> summary id -> member tokens changed since written
+        for node in entries:
+            if staleness and node.id in staleness:
+                self.staleness.setdefault(node.tree, {})[node.id] = int(staleness[node.id])
         self.levels: dict[str, list[list[Node]]] = {}
         self.stats: dict[str, Any] = {}
         self.written = 0
@@ -32,7 +38,9 @@ class TreeUpdate:
         levels, stats = update_tree(old, base, self.vectors, tree_name=name, embedder=self.embedder,
                                     summarizer=self.summarizer, clustering=self.config.clustering,
                                     levels=self.config.tree.levels, random_state=self.config.seed,
-                                    successors=_same_entity(old[0], base))
+                                    successors=_same_entity(old[0], base),
+                                    refresh_threshold=self.refresh_threshold,
+                                    staleness=self.staleness.setdefault(name, {}))
         self.levels[name] = levels
         self.stats[name] = stats.to_dict()
         self.written += stats.summaries_written
@@ -53,6 +61,11 @@ class TreeUpdate:
             rows = np.asarray(self.embedder.encode_documents([n.text for n in missing]), dtype=np.float32)
             self.vectors.update({n.id: row for n, row in zip(missing, rows)})
         self._update("relatedness", ("aggregate",), base, relatedness.summaries)
+
+    def stale(self) -> dict[str, int]:
+        """Summary id -> member tokens changed since its text was written, over both trees (the
+        manifest's ``staleness``; summaries without an entry are up to date)."""
+        return {i: n for name in ("similarity", "relatedness") for i, n in self.staleness.get(name, {}).items()}
 
     def pool_order(self) -> list[list[Node]]:
         """One node list per tree, level by level (the build's pool order)."""

@@ -83,5 +83,6 @@ def format_stats(stats: dict[str, Any]) -> str:
     drift = stats.get("drift") or {}
     lines += ["", f"  {'drift since full build':<32}{drift.get('share', 0.0):.1%} of its leaves "
               f"(+{drift.get('leaves_added', 0)} -{drift.get('leaves_removed', 0)}; "
-              f"{stats.get('updates', 0)} add/remove run(s))"]
+              f"{stats.get('updates', 0)} add/remove run(s))",
+              f"  {'stale summaries':<32}{drift.get('summaries_stale', 0)} (kept their text, members changed)"]
     return "\n".join(lines)

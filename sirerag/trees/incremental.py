@@ -19,12 +19,27 @@ A level's clusters are its parents' ``children`` lists. Going up one level at a 
 5. the changed clusters are summarised (one ``summarize`` call per level) and embedded; an
    unchanged cluster keeps its summary node, and so its content-hash id.
 
+Two kinds of changed cluster keep their summary text instead (no model call, the stored row):
+
+- its members' texts are the same as before (only their ids changed, e.g. a child below kept
+  its text): the summarised input is the same, so is the summary;
+- **bounded staleness**: the tokens added to or dropped from its members' texts since the
+  summary was written (the two bags of tokens compared: a new member counts all its tokens, a
+  member whose text grew by one proposition only those of the proposition; accumulated over
+  updates in ``staleness``, by node id) are at most ``refresh_threshold`` times its members' tokens. Past that share it is written again
+  (and its count starts again from zero). ``refresh_threshold=0`` rewrites every cluster whose
+  members' texts changed.
+
+Such a node gets its new ``children`` and ``passages`` exactly, and so a new content-hash id
+(text + children), as any node whose children change.
+
 When the old top level was a single root (or the tree had no summary levels) and the update
 leaves more than one node there, new levels are built above it as a build would.
 """
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
@@ -34,6 +49,7 @@ from sirerag.clustering import cluster
 from sirerag.config import ClusteringConfig
 from sirerag.errors import SireragError
 from sirerag.tokens import count_tokens_many
+from sirerag.trees.staleness import Staleness
 from sirerag.trees.base import TreeResult
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.types import Node
@@ -49,6 +65,8 @@ class UpdateStats:
     base_removed: int = 0
     summaries_written: int = 0
     summaries_kept: int = 0
+    summaries_same_text: int = 0
+    summaries_stale: int = 0
     joined: int = 0
     new_clusters: int = 0
     split_clusters: int = 0
@@ -80,7 +98,8 @@ def old_levels(nodes: Sequence[Node], tree: str, base_kinds: tuple[str, ...]) ->
 
 def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, np.ndarray], *, tree_name: str,
                 embedder: Any, summarizer: Any, clustering: ClusteringConfig, levels: int, random_state: int,
-                successors: dict[str, list[str]] | None = None) -> tuple[list[list[Node]], UpdateStats]:
+                successors: dict[str, list[str]] | None = None, refresh_threshold: float = 0.0,
+                staleness: dict[str, int] | None = None) -> tuple[list[list[Node]], UpdateStats]:
     """Update the tree ``old`` (nodes by level) to the new base level ``base``.
 
     Args:
@@ -91,10 +110,15 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
         tree_name, embedder, summarizer, clustering, levels, random_state: as for a build.
         successors: old base id -> the new base ids that replace it (an aggregate whose entity got
             new propositions); they take its place in its clusters instead of being assigned anew.
+        refresh_threshold: the share of changed member tokens up to which a changed cluster keeps its
+            summary text (see the module docstring); 0 rewrites every cluster whose members' texts changed.
+        staleness: summary id -> member tokens changed since its text was written; read, and updated
+            in place to the nodes of the new tree (a node without an entry is up to date).
 
     Returns:
         The new nodes by level, and what changed.
     """
+    staleness = staleness if staleness is not None else {}
     old_base, new_base = {n.id for n in old[0]}, {n.id for n in base}
     stats = UpdateStats(base_added=len(new_base - old_base), base_removed=len(old_base - new_base))
     result: list[list[Node]] = [list(base)]
@@ -105,8 +129,9 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
             result.extend(list(nodes) for nodes in old[level:])  # nothing below changed: the rest stands
             break
         nodes, successors = _update_level(old[level], prev_old, prev_new, successors, vectors, stats,
-                                          tree_name=tree_name, level=level, embedder=embedder,
-                                          summarizer=summarizer, clustering=clustering, random_state=random_state)
+                                          Staleness(refresh_threshold, staleness), tree_name=tree_name,
+                                          level=level, embedder=embedder, summarizer=summarizer,
+                                          clustering=clustering, random_state=random_state)
         if not nodes:
             break
         result.append(nodes)
@@ -125,11 +150,15 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
             result[node.level].append(node)
             stats.summaries_written += 1
         stats.levels_grown = len(grown.stats.levels) - 1
+    present = {n.id for nodes in result for n in nodes}
+    for node_id in [i for i in staleness if i not in present]:
+        del staleness[node_id]
     return result, stats
 
 
 def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: Sequence[Node],
-                  successors: dict[str, list[str]], vectors: dict[str, np.ndarray], stats: UpdateStats, *,
+                  successors: dict[str, list[str]], vectors: dict[str, np.ndarray], stats: UpdateStats,
+                  staleness: Staleness, *,
                   tree_name: str, level: int, embedder: Any, summarizer: Any, clustering: ClusteringConfig,
                   random_state: int) -> tuple[list[Node], dict[str, list[str]]]:
     by_id = {n.id: n for n in prev_new}
@@ -155,33 +184,36 @@ def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: S
             groups.append(_Group(None, [unassigned[i] for i in rows]))
             stats.new_clusters += 1
     groups = _split_oversized(groups, vectors, tokens, clustering, random_state, stats)
+    old_by_id = {n.id: n for n in prev_old}
+    parts = Counter(g.parent.id for g in groups if g.parent is not None)
     kept: list[Node | None] = []
     todo: list[_Group] = []
     for group in groups:
-        if group.parent is not None and tuple(group.members) == group.parent.children:
+        parent = group.parent
+        if not group.members:
+            stats.dropped_clusters += 1
+        elif parent is not None and tuple(group.members) == parent.children:
             passages = tuple(dict.fromkeys(p for m in group.members for p in by_id[m].passages))
-            kept.append(group.parent if passages == group.parent.passages else replace(group.parent, passages=passages))
-        elif group.members:
+            kept.append(parent if passages == parent.passages else replace(parent, passages=passages))
+        elif parent is not None and parts[parent.id] == 1 and \
+                (node := staleness.keep(parent, group.members, by_id, old_by_id, tokens, stats)) is not None:
+            vectors[node.id] = vectors[parent.id]
+            kept.append(node)
+        else:
             kept.append(None)
             todo.append(group)
-        else:
-            stats.dropped_clusters += 1
     written = _summarise(todo, by_id, vectors, tree_name=tree_name, level=level, embedder=embedder,
                          summarizer=summarizer)
     stats.summaries_written += len(written)
     new_successors: dict[str, list[str]] = {p.id: [] for p in parents}
-    for group, node in zip(todo, written):
-        if group.parent is not None:
-            new_successors[group.parent.id].append(node.id)
     out: dict[str, Node] = {}
     fresh = iter(written)
-    for node in kept:
+    for group, node in zip([g for g in groups if g.members], kept):
         node = node if node is not None else next(fresh)
         out.setdefault(node.id, node)
+        if group.parent is not None:  # an unchanged parent is its own successor
+            new_successors[group.parent.id].append(node.id)
     stats.summaries_kept += sum(1 for n in kept if n is not None)
-    for parent in parents:  # an unchanged parent is its own successor
-        if parent.id in out:
-            new_successors[parent.id] = [parent.id]
     stats.per_level.append({"level": level, "nodes": len(out), "written": len(written)})
     return list(out.values()), new_successors
 
