@@ -1,5 +1,6 @@
 """``sirerag cache stats DIR``: what the LLM call cache holds and what runs spent;
-``sirerag cache verify DIR``: ``PRAGMA integrity_check`` of every SQLite cache under DIR."""
+``sirerag cache verify DIR``: ``PRAGMA integrity_check`` of every SQLite cache under DIR;
+``sirerag cache query-model``: export MiniLM to ONNX once per machine, so dense searches start fast."""
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,9 @@ from sirerag.cli.common import add_common
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("cache", help="inspect the LLM call cache",
-                       description="Inspect the SQLite cache of LLM calls written by builds and evaluations.")
+    p = sub.add_parser("cache", help="inspect the LLM call cache; export the ONNX query model",
+                       description="Inspect the SQLite cache of LLM calls written by builds and evaluations, "
+                                   "or export MiniLM to ONNX for fast dense searches.")
     actions = p.add_subparsers(dest="cache_action", metavar="ACTION")
     stats = actions.add_parser("stats", help="entries, hits, misses and tokens",
                                description="Entries and tokens stored, and hits/misses of every run so far.")
@@ -25,6 +27,14 @@ def register(sub: Any) -> None:
     verify.add_argument("path", help="an index directory, a cache folder or one .sqlite file")
     add_common(verify)
     verify.set_defaults(func=run_verify)
+    query = actions.add_parser("query-model", help="export MiniLM to ONNX for fast dense searches (once)",
+                               description="Export the shipped MiniLM to ONNX in the per-user cache folder "
+                                           "(once per machine; a build with the minilm embedder does it too), so "
+                                           "dense searches of minilm indexes encode queries on ONNX Runtime "
+                                           "without importing torch.")
+    query.add_argument("--force", action="store_true", help="export again even if an export is there")
+    add_common(query)
+    query.set_defaults(func=run_query_model)
     add_common(p)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -75,4 +85,15 @@ def run_verify(args: argparse.Namespace) -> int:
             damaged.append(damaged_cache(db, problems[0]))
     if damaged:
         raise CacheError(f"{len(damaged)} of {len(databases)} cache files damaged; first: {damaged[0]}")
+    return 0
+
+
+def run_query_model(args: argparse.Namespace) -> int:
+    from sirerag.embedding.onnx_export import ensure_minilm_query_export
+    from sirerag.embedding.onnx_query import query_model_dir
+
+    export = ensure_minilm_query_export(force=args.force)
+    folder = query_model_dir(export["key"])
+    print(f"{'exported' if export['exported'] else 'already exported'}: {folder}"
+          + (f" ({export['seconds']:.1f} s)" if export["exported"] else ""))
     return 0

@@ -15,7 +15,7 @@ from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
 from sirerag.errors import check
 
 __all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder",
-           "parse_embedder_spec"]
+           "load_query_embedder", "parse_embedder_spec"]
 
 SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
 
@@ -93,3 +93,23 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
     remote = worker if engine is not None and engine.name != "local" else None
     return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
                           show_progress=show_progress, engine=engine, remote=remote)
+
+
+def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False) -> Embedder:
+    """The embedder a search encodes with, for an index built with the embedder ``spec``.
+
+    For ``minilm`` this is the ONNX export of the same weights on ONNX Runtime
+    (:mod:`~sirerag.embedding.onnx_query`: no torch, transformers or sentence-transformers
+    import) when the export for the installed weights exists; otherwise, and for every
+    other spec, :func:`load_embedder` (``minilm`` then logs how to get the fast path).
+
+    Raises:
+        the errors of :func:`load_embedder`.
+    """
+    if parse_embedder_spec(spec)[0] == "minilm":
+        from sirerag.embedding.onnx_query import load_minilm_query_embedder
+
+        fast = load_minilm_query_embedder(batch_size=batch_size)
+        if fast is not None:
+            return fast
+    return load_embedder(spec, batch_size=batch_size, show_progress=show_progress)

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 
 from sirerag.config import BuildConfig
-from sirerag.errors import ConfigError
+from sirerag.errors import ConfigError, SireragError
 from sirerag.io import write_manifest
 from sirerag.io.staging import staged_index
 from sirerag.lexical import save_bm25
@@ -146,6 +146,11 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     report.components.update(embedder={"spec": embedder.spec, "load_spec": config.embedder.spec,
                                        "dim": embedder.dim},
                              summarizer=summarizer.spec, llm=llm.spec if llm is not None else None)
+    if config.embedder.spec == "minilm":
+        with _Timer(report, "query_export"):
+            export = _query_export()
+        if export is not None:
+            report.components["embedder"]["query_export"] = export
 
     with _Timer(report, "embed_leaves"):
         leaf_embeddings = embedder.encode_documents([c.text for c in chunks])
@@ -216,6 +221,22 @@ def check_specs(config: BuildConfig) -> BuildConfig:
     for spec in {config.llm.spec, config.extraction.llm} - {None}:
         parse_spec(spec)
     return config
+
+
+def _query_export() -> dict[str, Any] | None:
+    """Export MiniLM to ONNX for fast dense searches, once per machine (torch is loaded already);
+    best effort: a build never fails for it. None when the packages for it are missing."""
+    from sirerag.embedding.onnx_export import ensure_minilm_query_export, export_available
+
+    if not export_available():
+        logger.info("no ONNX export of MiniLM for fast dense searches: onnx, onnxruntime or tokenizers is not "
+                    "installed (pip install 'sirerag[local]')")
+        return None
+    try:
+        return ensure_minilm_query_export()
+    except (SireragError, RuntimeError, OSError, ValueError) as exc:  # torch's exporter raises RuntimeErrors
+        logger.warning("the ONNX export of MiniLM for fast dense searches failed; searches load torch: %s", exc)
+        return None
 
 
 def _close_caches(models: Sequence[Any]) -> None:

@@ -65,16 +65,17 @@ class DenseRetriever:
 
 
 def index_embedder(index: Any, embedder: Any | None = None) -> Any:
-    """The embedder recorded in an index's manifest (or ``embedder`` when given)."""
+    """The query embedder for the embedder recorded in an index's manifest (or ``embedder`` when
+    given): for ``minilm``, its ONNX export when present (:func:`~sirerag.embedding.load_query_embedder`)."""
     if embedder is not None:
         return embedder
-    from sirerag.embedding import load_embedder
+    from sirerag.embedding import load_query_embedder
 
     info = index.manifest.get("embedder", {})
     spec = info.get("load_spec") or info.get("spec")
     if not spec:
         raise IndexFormatError(f"{index.path}: manifest names no embedder; pass one explicitly")
-    return load_embedder(spec, show_progress=False)
+    return load_query_embedder(spec, show_progress=False)
 
 
 def load(index: Any, *, embedder: Any | None = None, **_: Any) -> DenseRetriever:
