@@ -2,9 +2,9 @@
 
 Graph settings come from ``--config FILE.toml`` (its ``[graph]`` section) or the options
 below; embeddings come from the embedding cache (``--cache``, default ``INDEX/cache``),
-so a rebuild pays only for names it has not embedded before. With ``--out DIR`` the
-index is left alone: DIR gets links to its files and a graph of its own (a variant to
-compare); without it the graph of INDEX is replaced.
+so a rebuild pays only for names it has not embedded before. INDEX is left alone: the
+new folder ``--out DIR`` gets links to its files and a graph of its own (a variant to
+compare, or to search instead of INDEX).
 
     python scripts/rebuild_graph.py idx-musique --out idx-musique-tw3 --title-weight 3
 """
@@ -27,7 +27,7 @@ from sirerag.pool import load_index, register_component
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("index")
-    ap.add_argument("--out", help="write a variant index here (links to INDEX's files) instead of replacing")
+    ap.add_argument("--out", required=True, help="write the variant index here (links to INDEX's files); must not exist")
     ap.add_argument("--cache", help="embedding cache folder (default INDEX/cache)")
     ap.add_argument("--title-weight", type=float)
     ap.add_argument("--embed-facts", action="store_true")
@@ -37,15 +37,14 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     src = Path(args.index)
     index = load_index(src)
-    target = src
-    if args.out:
-        target = Path(args.out)
-        target.mkdir(parents=True, exist_ok=True)
-        for item in src.iterdir():
-            if item.name in (GRAPH_DIR, "manifest.json", "cache") or (target / item.name).exists():
-                continue
+    target = Path(args.out)
+    if target.exists():
+        raise SystemExit(f"{target}: already exists; give a new folder for the variant index")
+    target.mkdir(parents=True)
+    for item in src.iterdir():
+        if item.name not in (GRAPH_DIR, "manifest.json", "cache"):
             (target / item.name).symlink_to(item.resolve())
-        shutil.copy(src / "manifest.json", target / "manifest.json")
+    shutil.copy(src / "manifest.json", target / "manifest.json")
     settings = dict(index.manifest.get("config", {}).get("graph", {}))
     config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
     changes = {"enabled": True}
@@ -60,8 +59,6 @@ def main() -> None:
     cache = Path(args.cache) if args.cache else src / "cache"
     embedder = load_embedder(spec, cache_dir=cache / "embeddings", show_progress=False)
     start = time.perf_counter()
-    if (target / GRAPH_DIR).exists():
-        shutil.rmtree(target / GRAPH_DIR)
     info = build_and_save_graph(target, index.documents(), index.propositions(), embedder=embedder, config=config)
     register_component(target, "graph", **info)
     print(json.dumps({"seconds": round(time.perf_counter() - start, 1), "stats": info["stats"]}))
