@@ -192,9 +192,15 @@ def test_build_and_cli_record_the_export(export_home, minilm_torch, tmp_path, mo
         corpus.write_text("".join(line for _, line in zip(range(4), fh)), encoding="utf-8")
     build_index(corpus, tmp_path / "idx", BuildConfig(trees=()), show_progress=False)
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["embedder"]["query_export"] == {"backend": "onnxruntime", "key": "53aa51172d142c89",
-                                                    "exported": False, "seconds": 0.0}
+    assert manifest["embedder"]["query_export"] == {"backend": "onnxruntime", "key": "53aa51172d142c89"}
     assert "query_export" in manifest["timings"]
+    # a build that writes the export records the same manifest as one that finds it (a resumed build is identical)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "new-home"))
+    build_index(corpus, tmp_path / "idx2", BuildConfig(trees=()), show_progress=False)
+    assert (tmp_path / "new-home" / "sirerag" / "onnx-query" / "53aa51172d142c89").is_dir()
+    again = json.loads((tmp_path / "idx2" / "manifest.json").read_text(encoding="utf-8"))
+    assert again["embedder"] == manifest["embedder"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(export_home))
     capsys.readouterr()
     assert main(["cache", "query-model"]) == 0
     assert capsys.readouterr().out.strip() == f"already exported: {export_home}/sirerag/onnx-query/53aa51172d142c89"

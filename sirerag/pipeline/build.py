@@ -149,8 +149,9 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     if config.embedder.spec == "minilm":
         with _Timer(report, "query_export"):
             export = _query_export()
-        if export is not None:
-            report.components["embedder"]["query_export"] = export
+        if export is not None:  # what the index needs to know; whether this run wrote it is in the log only,
+            # so the same input gives the same manifest (its time is in ``timings``)
+            report.components["embedder"]["query_export"] = {k: export[k] for k in ("backend", "key")}
 
     with _Timer(report, "embed_leaves"):
         leaf_embeddings = embedder.encode_documents([c.text for c in chunks])
