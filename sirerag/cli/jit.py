@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from sirerag.io.files import user_cache_dir
+
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "NUMBA_CACHE_DIR"
@@ -23,8 +25,7 @@ _CACHED_PACKAGES = ("umap", "pynndescent")
 
 def numba_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/sirerag/numba`` (``~/.cache/sirerag/numba`` by default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sirerag" / "numba"
+    return user_cache_dir("numba")
 
 
 def configure_numba_cache() -> str | None:

@@ -12,7 +12,6 @@ keys, so vectors of different backends never mix.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from sirerag.embedding.sentence_transformers import (
@@ -23,7 +22,7 @@ from sirerag.embedding.sentence_transformers import (
     verify_sha256,
 )
 from sirerag.errors import require
-from sirerag.io import atomic_dir
+from sirerag.io import atomic_dir, user_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +34,7 @@ ONNX_SPECS = {
 
 def onnx_model_dir(digest: str) -> Path:
     """Where the ONNX export of the weights with sha256 ``digest`` is kept."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sirerag" / "onnx" / digest[:16]
+    return user_cache_dir("onnx", digest[:16])
 
 
 def load_minilm_onnx(spec: str, *, model_dir: str | Path | None = None, batch_size: int = 64,

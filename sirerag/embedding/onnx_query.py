@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,6 +25,7 @@ import numpy as np
 
 from sirerag.embedding.base import l2_normalize
 from sirerag.errors import SireragError
+from sirerag.io import user_cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +44,7 @@ _POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": 
 
 def query_model_dir(digest: str) -> Path:
     """Where the ONNX query export of the weights with sha256 ``digest`` is kept."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "sirerag" / "onnx-query" / digest[:16]
+    return user_cache_dir("onnx-query", digest[:16])
 
 
 def runtime_available() -> bool:

@@ -9,6 +9,7 @@ from sirerag.io.files import (
     read_json,
     read_jsonl,
     save_npy,
+    user_cache_dir,
     write_json,
     write_jsonl,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "read_jsonl",
     "read_manifest",
     "save_npy",
+    "user_cache_dir",
     "write_collection",
     "write_json",
     "write_jsonl",

@@ -167,6 +167,13 @@ def write_json(path: str | Path, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def user_cache_dir(*parts: str) -> Path:
+    """``$XDG_CACHE_HOME/sirerag/<parts>`` (``~/.cache/sirerag/...`` when the variable is unset): the
+    per-user folder for what is made once per machine (numba's compiled code, ONNX exports)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base, "sirerag", *parts)
+
+
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     if not path.is_file():
