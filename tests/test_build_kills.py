@@ -29,8 +29,8 @@ DRIVER = kills.driver(r"""
 import sirerag.pipeline.build as build
 from sirerag.embedding.cache import EmbeddingCache
 
-enter = build._Timer.__enter__
-build._Timer.__enter__ = lambda self: (halt("stage:" + self.name), enter(self))[1]
+timer = build.stage_timer
+build.stage_timer = lambda timings, name: (halt("stage:" + name), timer(timings, name))[1]
 put, save_pool = EmbeddingCache.put, build.save_pool
 EmbeddingCache.put = lambda self, *a, **k: (put(self, *a, **k), halt("mid:embed"))[0]
 build.save_pool = lambda *a, **k: (save_pool(*a, **k), halt("mid:write"))[0]

@@ -11,11 +11,12 @@ default cache stays in ``out`` during the build and moves into the new index at 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 
 from sirerag.config import BuildConfig
@@ -44,16 +45,16 @@ class BuildReport:
         return {"out": str(self.out), "counts": self.counts, "timings": self.timings, "components": self.components}
 
 
-class _Timer:
-    def __init__(self, report: BuildReport, name: str) -> None:
-        self.report, self.name = report, name
-
-    def __enter__(self) -> None:
-        self.start = time.perf_counter()
-        logger.info("stage %s ...", self.name)
-
-    def __exit__(self, *exc: object) -> None:
-        self.report.timings[self.name] = round(time.perf_counter() - self.start, 3)
+@contextlib.contextmanager
+def stage_timer(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Log ``stage NAME ...`` and record the stage's wall seconds in ``timings[name]`` (builds and
+    updates; ``scripts/bench_build.py`` cuts its stages at these log lines)."""
+    start = time.perf_counter()
+    logger.info("stage %s ...", name)
+    try:
+        yield
+    finally:
+        timings[name] = round(time.perf_counter() - start, 3)
 
 
 def make_summarizer(config: BuildConfig, llm: Any | None, *, show_progress: bool = False):  # noqa: ANN201
@@ -130,7 +131,7 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
 
     report = BuildReport(out=out)
 
-    with _Timer(report, "load"):
+    with stage_timer(report.timings, "load"):
         documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
             load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
         chunks = chunk_documents(documents, config.chunking)
@@ -147,17 +148,17 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
                                        "dim": embedder.dim},
                              summarizer=summarizer.spec, llm=llm.spec if llm is not None else None)
     if config.embedder.spec == "minilm":
-        with _Timer(report, "query_export"):
+        with stage_timer(report.timings, "query_export"):
             export = _query_export()
         if export is not None:  # what the index needs to know; whether this run wrote it is in the log only,
             # so the same input gives the same manifest (its time is in ``timings``)
             report.components["embedder"]["query_export"] = {k: export[k] for k in ("backend", "key")}
 
-    with _Timer(report, "embed_leaves"):
+    with stage_timer(report.timings, "embed_leaves"):
         leaf_embeddings = embedder.encode_documents([c.text for c in chunks])
     trees: list[TreeResult] = []
     if "similarity" in config.trees:
-        with _Timer(report, "similarity_tree"):
+        with stage_timer(report.timings, "similarity_tree"):
             tree = build_similarity_tree(
                 chunks, leaf_embeddings, embedder=embedder, summarizer=summarizer,
                 clustering=config.clustering, tree=config.tree, random_state=config.seed,
@@ -172,7 +173,7 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     if "relatedness" in config.trees or config.graph.enabled:
         from sirerag.extraction import extract
 
-        with _Timer(report, "extraction"):
+        with stage_timer(report.timings, "extraction"):
             opened.append(_load_llm(config, cache, engine, extraction=True))
             extraction = extract(chunks, documents, config=config.extraction, llm=opened[-1], out=out,
                                  show_progress=show_progress)
@@ -183,7 +184,7 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     if "relatedness" in config.trees:
         from sirerag.trees.relatedness import build_relatedness_tree
 
-        with _Timer(report, "relatedness_tree"):
+        with stage_timer(report.timings, "relatedness_tree"):
             rtree = build_relatedness_tree(
                 propositions, embedder=embedder, summarizer=summarizer, clustering=config.clustering,
                 tree=config.tree, relatedness=config.relatedness, random_state=config.seed,
@@ -197,12 +198,12 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     report.counts["pool"] = _pool_counts(pool)
     components: dict[str, Any] = {"pool": {"type": "pool", "entries": "entries.jsonl",
                                            "embeddings": "embeddings.npy"}}
-    with _Timer(report, "bm25"):  # the lexical index, stored so a search only loads it
+    with stage_timer(report.timings, "bm25"):  # the lexical index, stored so a search only loads it
         components["bm25"] = save_bm25(out, [e.text for e in pool.entries])
     if config.graph.enabled:
         from sirerag.graph.store import build_and_save_graph
 
-        with _Timer(report, "graph"):
+        with stage_timer(report.timings, "graph"):
             components["graph"] = build_and_save_graph(out, documents, propositions, embedder=embedder,
                                                        config=config.graph)
     write_manifest(out, config=config.to_dict(), corpus={"documents": len(documents)},

@@ -34,6 +34,7 @@ from sirerag.io import write_jsonl, write_manifest
 from sirerag.io.staging import staged_index
 from sirerag.lexical import save_bm25
 from sirerag.pipeline import build as build_mod
+from sirerag.pipeline.build import stage_timer
 from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD, Plan, UpdateConfig,
                                       merged_records, plan_changes, record_change)
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
@@ -122,20 +123,19 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         raise SireragError(f"{out}: add/remove supports the relatedness tree of aggregates (the default and "
                            "ablation A); this index puts propositions in the pool: rebuild it instead")
     timings: dict[str, float] = {}
-    clock = time.perf_counter()
-    new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \
-        load_corpus(add, warn_passage_bytes=config.chunking.warn_passage_bytes)
-    plan = plan_changes(old.documents(), add=new_docs, remove=remove)
-    counts: dict[str, Any] = {"documents_added": len(plan.added) - len(plan.updated),
-                              "documents_updated": len(plan.updated),
-                              "documents_removed": len(plan.removed) - len(plan.updated),
-                              "documents_skipped": plan.skipped, "summaries_written": 0, "chunks_extracted": 0}
-    if plan.empty:
-        raise _Unchanged(counts)
-    old_chunks = old.chunks()
-    new_chunks = chunk_documents(plan.added, config.chunking)
-    chunks = [c for c in old_chunks if c.doc_id not in plan.removed] + new_chunks
-    timings["load"] = round(time.perf_counter() - clock, 3)
+    with stage_timer(timings, "load"):
+        new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \
+            load_corpus(add, warn_passage_bytes=config.chunking.warn_passage_bytes)
+        plan = plan_changes(old.documents(), add=new_docs, remove=remove)
+        counts: dict[str, Any] = {"documents_added": len(plan.added) - len(plan.updated),
+                                  "documents_updated": len(plan.updated),
+                                  "documents_removed": len(plan.removed) - len(plan.updated),
+                                  "documents_skipped": plan.skipped, "summaries_written": 0, "chunks_extracted": 0}
+        if plan.empty:
+            raise _Unchanged(counts)
+        old_chunks = old.chunks()
+        new_chunks = chunk_documents(plan.added, config.chunking)
+        chunks = [c for c in old_chunks if c.doc_id not in plan.removed] + new_chunks
 
     load_spec = (manifest.get("embedder") or {}).get("load_spec") or config.embedder.spec
     embedder = load_embedder(load_spec, batch_size=config.embedder.batch_size, cache_dir=cache / "embeddings",
@@ -145,33 +145,29 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         opened.append(build_mod._load_llm(config, cache))
         summarizer = build_mod.make_summarizer(config, opened[-1], show_progress=show_progress)
     vectors = {e.id: row for e, row in zip(old.pool.entries, old.pool.embeddings)}
-    clock = time.perf_counter()
-    if new_chunks:
-        rows = np.asarray(embedder.encode_documents([c.text for c in new_chunks]), dtype=np.float32)
-        vectors.update({c.id: row for c, row in zip(new_chunks, rows)})
-    timings["embed_leaves"] = round(time.perf_counter() - clock, 3)
+    with stage_timer(timings, "embed_leaves"):
+        if new_chunks:
+            rows = np.asarray(embedder.encode_documents([c.text for c in new_chunks]), dtype=np.float32)
+            vectors.update({c.id: row for c, row in zip(new_chunks, rows)})
     trees = TreeUpdate(old.pool.entries, vectors, config, embedder, summarizer,
                        refresh_threshold=settings.refresh_threshold, staleness=manifest.get("staleness"))
-    clock = time.perf_counter()
-    trees.similarity(chunks)
-    timings["similarity_tree"] = round(time.perf_counter() - clock, 3)
+    with stage_timer(timings, "similarity_tree"):
+        trees.similarity(chunks)
 
     propositions: list = []
     has_props = PROPOSITIONS in manifest["files"]
     if has_props:
-        clock = time.perf_counter()
-        fresh, failures, rewrites = _extract(chunks, new_chunks, plan, config, cache, opened, show_progress)
-        propositions = [p for p in old.propositions() if p.doc_id not in plan.removed] + fresh
+        with stage_timer(timings, "extraction"):
+            fresh, failures, rewrites = _extract(chunks, new_chunks, plan, config, cache, opened, show_progress)
+            propositions = [p for p in old.propositions() if p.doc_id not in plan.removed] + fresh
         counts["chunks_extracted"] = len(new_chunks)
-        timings["extraction"] = round(time.perf_counter() - clock, 3)
         save_records(stage, PROPOSITIONS, propositions)
         write_jsonl(stage / FAILURES, merged_records(out / FAILURES, plan.removed, failures))
         if rewrites or REWRITES in manifest["files"]:
             write_jsonl(stage / REWRITES, merged_records(out / REWRITES, plan.removed, rewrites))
     if "relatedness" in config.trees:
-        clock = time.perf_counter()
-        trees.relatedness(propositions)
-        timings["relatedness_tree"] = round(time.perf_counter() - clock, 3)
+        with stage_timer(timings, "relatedness_tree"):
+            trees.relatedness(propositions)
 
     save_records(stage, DOCUMENTS, plan.documents)
     save_records(stage, CHUNKS, chunks)
@@ -189,11 +185,10 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
     if "graph" in components:
         from sirerag.graph.store import build_and_save_graph
 
-        clock = time.perf_counter()
-        components["graph"] = build_and_save_graph(stage, plan.documents, propositions,
-                                                   embedder=KnownEmbedder.from_graph(embedder, old.component("graph")),
-                                                   config=config.graph)
-        timings["graph"] = round(time.perf_counter() - clock, 3)
+        with stage_timer(timings, "graph"):
+            components["graph"] = build_and_save_graph(
+                stage, plan.documents, propositions,
+                embedder=KnownEmbedder.from_graph(embedder, old.component("graph")), config=config.graph)
     counts["summaries_written"] = trees.written
     counts["summaries_stale"] = sum(t.get("summaries_stale", 0) for t in trees.stats.values())
     stale = trees.stale()
