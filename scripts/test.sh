@@ -12,6 +12,8 @@ else
 fi
 if [ -f scripts/llama_server.sh ] && [ -z "${SIRERAG_TEST_SERVER_URL:-}" ]; then
   port=$($PY -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+  # the tests find the server's pid and log here, to restart it once if it is gone and to show its log
+  export SIRERAG_SERVER_DIR="${SIRERAG_SERVER_DIR:-${TMPDIR:-/tmp}/sirerag-llama-$(id -u)}"
   trap 'bash scripts/llama_server.sh stop "$port" || true' EXIT
   bash scripts/llama_server.sh start "$port"
   export SIRERAG_TEST_SERVER_URL="http://127.0.0.1:${port}/v1"

@@ -22,6 +22,8 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable
@@ -38,29 +40,73 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _state_dir() -> Path:
+    """Where llama_server.sh keeps the pid and log files of the servers the tests use."""
+    default = Path(os.environ.get("TMPDIR", "/tmp")) / f"sirerag-test-llama-{os.getpid()}"
+    return Path(os.environ.get("SIRERAG_SERVER_DIR") or default)
+
+
+def _script(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SIRERAG_SERVER_DIR": str(_state_dir())}
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
 @functools.lru_cache(maxsize=None)
 def _start_server() -> str:
     port = free_port()
-    state = Path(os.environ.get("TMPDIR", "/tmp")) / f"sirerag-test-llama-{os.getpid()}"
-    env = {**os.environ, "SIRERAG_SERVER_DIR": str(state)}
-    proc = subprocess.run(["bash", str(SCRIPT), "start", str(port)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = _script("start", str(port))
     if proc.returncode != 0:
         raise RuntimeError(f"could not start the llama.cpp server: {proc.stderr[-2000:]}")
-    atexit.register(subprocess.run, ["bash", str(SCRIPT), "stop", str(port)], env=env, capture_output=True,
-                    timeout=60)
+    atexit.register(_script, "stop", str(port), timeout=60)
     return f"http://127.0.0.1:{port}/v1"
+
+
+def _url() -> str | None:
+    url = os.environ.get("SIRERAG_TEST_SERVER_URL")
+    return url.rstrip("/") if url else None
 
 
 def server_url() -> str:
     """URL of a real OpenAI-compatible server (llama.cpp serving SmolLM2); skips if none can run."""
-    url = os.environ.get("SIRERAG_TEST_SERVER_URL")
+    url = _url()
     if url:
-        return url.rstrip("/")
+        return url
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python[server] is not installed and SIRERAG_TEST_SERVER_URL is not set "
                     "(bash scripts/llama_server.sh install)")
     return _start_server()
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/models", timeout=10) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def log_tail(url: str | None = None, lines: int = 30) -> str:
+    """The last lines of the log of the server at ``url`` (any test server when None)."""
+    port = urllib.parse.urlsplit(url).port if url else None
+    logs = sorted(_state_dir().glob(f"server-{port or '*'}.log"))
+    if not logs:
+        return "(no server log found in %s)" % _state_dir()
+    return "\n".join(f"{log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) for log in logs)
+
+
+def ensure_server() -> None:
+    """Before a test that uses the server: it answers, or it is restarted once on its port, or the test fails
+    with the tail of its log. Servers that were never started (the first use starts them) are left alone."""
+    url = _url() or (_start_server() if _start_server.cache_info().currsize else None)
+    if url is None or _answers(url):
+        return
+    port = str(urllib.parse.urlsplit(url).port)
+    tail = log_tail(url)
+    _script("stop", port, timeout=60)
+    proc = _script("start", port)
+    if proc.returncode != 0 or not _answers(url):
+        pytest.fail(f"the llama.cpp server at {url} is gone and did not restart: {proc.stderr[-1500:]}\n"
+                    f"its log before the restart:\n{tail}", pytrace=False)
 
 
 class FlakyServer:
@@ -68,6 +114,7 @@ class FlakyServer:
 
     Tags in the last user message choose the behaviour:
     ``[fail:CODE:N:ID]`` answers HTTP CODE the first N times request ID is seen, then succeeds;
+    ``[hold]`` answers nothing until the server is closed (a client timeout, whatever the machine's speed);
     ``[always:CODE]`` always answers CODE; ``[sleep:S]`` waits S seconds before answering;
     ``[echo-auth]`` fails with 401 quoting the Authorization header it received;
     ``[gate:N]`` holds each request until N of them are in flight together (or answers 503
@@ -86,6 +133,7 @@ class FlakyServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.lock = threading.Lock()
+        self.released = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -109,6 +157,9 @@ class FlakyServer:
                         outer.in_flight -= 1
 
             def _answer(self, message: str, count: int, body: dict) -> None:
+                if "[hold]" in message:
+                    outer.released.wait()
+                    return None
                 if "[sleep:" in message:
                     time.sleep(float(message.split("[sleep:")[1].split("]")[0]))
                 if "[gate:" in message:
@@ -158,6 +209,7 @@ class FlakyServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -8,8 +8,11 @@ install of another checkout (or none) provides it.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,3 +31,44 @@ def _use_this_checkouts_finetune() -> None:
 
 
 _use_this_checkouts_finetune()
+
+
+@pytest.fixture(autouse=True)
+def _server_is_up(request):
+    """Tests marked ``server`` find the llama.cpp server answering: it is restarted once if it is gone."""
+    if request.node.get_closest_marker("server") is not None:
+        from _llm_server import ensure_server
+
+        ensure_server()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing ``server`` test shows the tail of the server's log under its traceback."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and item.get_closest_marker("server") is not None:
+        from _llm_server import log_tail
+
+        report.sections.append(("llama.cpp server log (tail)", log_tail(os.environ.get("SIRERAG_TEST_SERVER_URL"))))
+
+
+@pytest.fixture(scope="session")
+def data_leaves(tmp_path_factory):
+    """``data/`` indexed as passages only (MiniLM, no trees), built once per session for every module that
+    reads it; returns (index, embedding cache). The cache lies beside the index, so a later build of the same
+    corpus (``--cache CACHE``) embeds no leaf again. Tests must not write into the index."""
+    from sirerag.cli.main import main
+
+    root = tmp_path_factory.mktemp("data-leaves")
+    index, cache = root / "leaves", root / "cache"
+    assert main(["build", str(ROOT / "data" / "corpus.jsonl"), "--out", str(index), "--trees", "none",
+                 "--chunking", "passage", "--cache", str(cache), "--quiet"]) == 0
+    return index, cache
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that needs the llama.cpp server is slow too, so the quick tier (``-m "not slow"``) never starts one."""
+    for item in items:
+        if item.get_closest_marker("server") is not None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)

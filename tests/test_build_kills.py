@@ -1,7 +1,8 @@
 """A rebuild killed with SIGKILL at every stage boundary, mid-stage and mid-commit leaves the
 old index loadable and consistent, keeps the cache, and the rerun is byte-identical to a clean
 build; two builds into one folder: one wins, the other gets the lock message; a reader polling
-``load_index`` during a rebuild never sees a mix (issue 11).
+``load_index`` during a rebuild never sees a mix (issue 11). The kill matrix is one test per kill point, each on
+its own copy of one old index; the reader waits for what it must see (events), never for time.
 
 Builds run as subprocesses of ``python -c DRIVER``: the driver replaces the build's stage
 timer and the commit's ``checkpoint`` with a hook that prints ``STOPPED AT <point>`` and
@@ -10,6 +11,7 @@ sleeps at the named point; the test then kills it. Nothing here is timed.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -87,12 +89,15 @@ def corpora(tmp_path_factory):
 
 
 class _Reader(threading.Thread):
-    """Polls ``load_index`` + ``documents()`` and checks every read's documents against its entries."""
+    """Polls ``load_index`` + ``documents()`` and checks every read's documents against its entries.
+
+    ``saw[name]`` is set once a read has seen the corpus ``name`` whole, so a test waits for events, not time."""
 
     def __init__(self, index: Path, corpora: dict[str, set[str]]) -> None:
         super().__init__(daemon=True)
         self.index, self.corpora = index, corpora
         self.seen = dict.fromkeys([*corpora, "reloaded"], 0)
+        self.saw = {name: threading.Event() for name in corpora}
         self.failures: list[BaseException] = []
         self.done = threading.Event()
 
@@ -109,9 +114,16 @@ class _Reader(threading.Thread):
                 name = next(n for n, ids in self.corpora.items() if ids == docs)  # StopIteration: a mix
                 assert {p for e in loaded.pool.entries for p in e.passages} <= docs
                 self.seen[name] += 1
+                self.saw[name].set()
                 self.done.wait(0.05)  # pacing only: leave the build its share of the CPU
         except BaseException as exc:  # reported by the test
             self.failures.append(exc)
+            for event in self.saw.values():
+                event.set()  # wake a waiting test: it reports the failure
+
+    def wait_for(self, name: str) -> None:
+        """Block until a read has seen corpus ``name`` (generous bound: a reader that never gets there fails)."""
+        assert self.saw[name].wait(900) and not self.failures, (name, self.seen, self.failures)
 
     def stop(self) -> dict[str, int]:
         self.done.set()
@@ -124,34 +136,58 @@ def _ids(corpus: Path) -> set[str]:
     return {json.loads(line)["id"] for line in corpus.read_text().splitlines()}
 
 
-def test_killed_rebuilds_leave_the_old_index_and_resume_byte_identical(corpora):
-    """The kill matrix; a reader polls the index all along and never sees a mix."""
-    root, old, new, reference = corpora
-    index = root / "index"
+@pytest.fixture(scope="module")
+def old_index(corpora):
+    """One build of the old corpus; each test works on its own copy of it."""
+    root, old, _, _ = corpora
+    index = root / "old-index"
     assert main(["build", str(old), "--out", str(index), *SETTINGS]) == 0
-    old_snapshot, old_docs = _snapshot(index), _consistent(index)
+    return index, _snapshot(index), _consistent(index)
+
+
+def _copy(old_index, tmp_path: Path) -> Path:
+    index = tmp_path / "index"
+    shutil.copytree(old_index[0], index)
+    return index
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_rebuild_killed_at_a_point_leaves_the_old_index_and_its_cache(corpora, old_index, tmp_path, point):
+    """The kill matrix, one test per point: during the run and after SIGKILL the old index is untouched."""
+    _, _, new, _ = corpora
+    index, old_snapshot, old_docs = _copy(old_index, tmp_path), old_index[1], old_index[2]
+    proc = _start(new, index, point)
+    _stop_at(proc, point)
+    assert _consistent(index) == old_docs  # during the run
+    _kill(proc)
+    assert _snapshot(index) == old_snapshot  # after the kill: the old index, untouched
+    assert _consistent(index) == old_docs
+    assert (index / "cache" / "embeddings").is_dir() or point == "commit:swap"
+
+
+def test_a_reader_sees_old_then_new_and_the_killed_rebuild_resumes_byte_identical(corpora, old_index, tmp_path):
+    """A reader polls all along and never sees a mix; killed after the swap the new index is complete; a build
+    killed mid-write and then rerun cleans up and writes the same bytes as a clean build."""
+    _, old, new, reference = corpora
+    index = _copy(old_index, tmp_path)
     reader = _Reader(index, {"old": _ids(old), "new": _ids(new)})
     reader.start()
-    for point in KILL_POINTS:
-        proc = _start(new, index, point)
-        _stop_at(proc, point)
-        assert _consistent(index) == old_docs, point  # during the run
-        _kill(proc)
-        assert _snapshot(index) == old_snapshot, point  # after the kill: the old index, untouched
-        assert _consistent(index) == old_docs
-        assert (index / "cache" / "embeddings").is_dir() or point == "commit:swap", point
+    reader.wait_for("old")
+    proc = _start(new, index, "mid:write")  # leaves a staging folder behind
+    _stop_at(proc, "mid:write")
+    _kill(proc)
     proc = _start(new, index, "commit:swapped")  # killed after the swap: the new index is complete
     _stop_at(proc, "commit:swapped")
     _kill(proc)
     assert _snapshot(index) == reference and (index / "cache" / "embeddings").is_dir()
-    seen = reader.stop()
-    assert seen["old"] > 0 and seen["new"] > 0, seen
+    reader.wait_for("new")
+    reader.stop()
     assert _consistent(index) == _ids(new)
     proc = _start(new, index)  # the rerun cleans up what the kills left and rewrites the same index
     assert proc.wait() == 0, _stderr(proc)
     kills.close(proc)
     assert _snapshot(index) == reference
-    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".index")) == [".index.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".index")) == [".index.lock"]
     assert (index / "cache" / "embeddings").is_dir()
 
 

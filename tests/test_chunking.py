@@ -1,3 +1,5 @@
+"""Sentence splitting and chunking: token chunks that keep sentences whole, greedy packing, overlong
+sentences split on clauses, words then tokens, passage mode, stable chunk ids, config errors."""
 from __future__ import annotations
 
 from pathlib import Path

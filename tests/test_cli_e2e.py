@@ -16,12 +16,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
-    cache = root / "cache"  # shared, so the second build reuses the leaf embeddings
-    leaves, tree = root / "leaves", root / "similarity"
-    assert main(["build", str(DATA / "corpus.jsonl"), "--out", str(leaves), "--trees", "none",
-                 "--chunking", "passage", "--cache", str(cache), "--quiet"]) == 0
+def built(data_leaves, tmp_path_factory):
+    leaves, cache = data_leaves  # the session's leaves index; its cache spares the tree build the leaf embeddings
+    tree = tmp_path_factory.mktemp("e2e") / "similarity"
     assert main(["build", str(DATA / "corpus.jsonl"), "--out", str(tree), "--trees", "similarity",
                  "--chunking", "passage", "--cache", str(cache), "--quiet"]) == 0
     return leaves, tree
@@ -83,11 +80,11 @@ def test_search_prints_ranked_entries(built, capsys):
     assert all(r["passages"] for r in rows)
 
 
-def test_same_seed_gives_the_same_index(built, tmp_path):
+def test_same_seed_gives_the_same_index(built, data_leaves, tmp_path):
     _, tree = built
     again = tmp_path / "again"
     assert main(["build", str(DATA / "corpus.jsonl"), "--out", str(again), "--trees", "similarity",
-                 "--chunking", "passage", "--cache", str(tree.parent / "cache"), "--quiet"]) == 0
+                 "--chunking", "passage", "--cache", str(data_leaves[1]), "--quiet"]) == 0
     assert (again / "entries.jsonl").read_text() == (tree / "entries.jsonl").read_text()
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
@@ -96,7 +95,7 @@ def colbert_env():
 
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory, colbert_env):
-    """(index directory, checkpoint folder, build seconds, retriever): built once per session."""
+    """(index directory, checkpoint folder, retriever): built once per session."""
     rows = _passages(N_ENTRIES)
     root = tmp_path_factory.mktemp("colbert")
     checkpoint = make_tiny_checkpoint(root / "ckpt", [f"{r['title']}\n{r['text']}" for r in rows])
@@ -105,17 +104,15 @@ def tiny(tmp_path_factory, colbert_env):
                                           r"sirerag index .* --colbert "):
         load_retriever("colbert", load_index(index_dir), checkpoint=str(checkpoint))  # searching never builds
     assert "colbert" not in load_index(index_dir).manifest.get("components", {})
-    start = time.perf_counter()
     assert main(["index", str(index_dir), "--colbert", str(checkpoint)]) == 0
-    seconds = time.perf_counter() - start
     retriever = load_retriever("colbert", load_index(index_dir), checkpoint=str(checkpoint))
-    yield index_dir, checkpoint, seconds, retriever
+    yield index_dir, checkpoint, retriever
     retriever.close()
 
 
 @pytest.mark.slow
 def test_build_writes_index_folder_and_manifest(tiny):
-    index_dir, checkpoint, _, retriever = tiny
+    index_dir, checkpoint, retriever = tiny
     index = load_index(index_dir)
     recorded = colbert_indexes(index.manifest)
     assert list(recorded) == [str(checkpoint.resolve())]
@@ -136,7 +133,7 @@ def test_build_writes_index_folder_and_manifest(tiny):
 
 @pytest.mark.slow
 def test_search_maps_ids_respects_k_and_orders_scores(tiny):
-    index_dir, _, _, retriever = tiny
+    index_dir, _, retriever = tiny
     index = load_index(index_dir)
     queries = ["Who was the first governor of the province?", "American actress and singer born in 1975",
                "river that flows into the sea near the capital"]
@@ -156,7 +153,7 @@ def test_search_maps_ids_respects_k_and_orders_scores(tiny):
 
 @pytest.mark.slow
 def test_an_entrys_own_text_finds_it_first(tiny):
-    index_dir, _, _, retriever = tiny
+    index_dir, _, retriever = tiny
     entries = load_index(index_dir).pool.entries
     picked = entries[::30]
     results = retriever.search_many([e.text for e in picked], k=3)
@@ -165,7 +162,7 @@ def test_an_entrys_own_text_finds_it_first(tiny):
 
 @pytest.mark.slow
 def test_a_new_retriever_reloads_the_index_without_rebuilding(tiny, monkeypatch):
-    index_dir, checkpoint, _, retriever = tiny
+    index_dir, checkpoint, retriever = tiny
     manifest_before = (index_dir / "manifest.json").read_text()
     query = "a Norwegian football club founded in the 1900s"
     monkeypatch.chdir(index_dir.parent)  # a relative index path works too
@@ -178,7 +175,7 @@ def test_a_new_retriever_reloads_the_index_without_rebuilding(tiny, monkeypatch)
 
 @pytest.mark.slow
 def test_index_command_keeps_an_up_to_date_index_and_search_refuses_a_stale_one(tiny, tmp_path, capsys):
-    index_dir, checkpoint, _, _ = tiny
+    index_dir, checkpoint, _ = tiny
     manifest_before = (index_dir / "manifest.json").read_text()
     assert main(["index", str(index_dir), "--colbert", str(checkpoint)]) == 0
     assert "is up to date" in capsys.readouterr().out
@@ -194,7 +191,7 @@ def test_index_command_keeps_an_up_to_date_index_and_search_refuses_a_stale_one(
 
 @pytest.mark.slow
 def test_a_broken_index_raises_with_the_workers_error(tiny, tmp_path):
-    index_dir, checkpoint, _, retriever = tiny
+    index_dir, checkpoint, retriever = tiny
     folder = tmp_path / "broken"
     shutil.copytree(retriever.folder, folder)
     (folder / "plaid" / "ivf.pid.pt").unlink()

@@ -1,3 +1,5 @@
+"""Build configuration: defaults validate and round-trip, invalid values name the parameter, the value and
+what is allowed, TOML files with sections, file and key named in errors, overrides."""
 from __future__ import annotations
 
 import pytest

@@ -1,3 +1,5 @@
+"""Reading a corpus: JSONL, a JSON list and a folder; derived ids (the bench scheme), duplicates dropped with
+a warning, bad rows and files named with their line, non-UTF-8 input, bad paths."""
 from __future__ import annotations
 
 import json

@@ -97,12 +97,9 @@ def test_load_beir_questions_keeps_beir_ids():
 
 
 @pytest.fixture(scope="module")
-def leaves(tmp_path_factory):
-    """data/ indexed as passages only (MiniLM, no trees)."""
-    out = tmp_path_factory.mktemp("ranx") / "leaves"
-    assert main(["build", str(DATA / "corpus.jsonl"), "--out", str(out), "--trees", "none", "--chunking", "passage",
-                 "--quiet"]) == 0
-    return out
+def leaves(data_leaves):
+    """data/ indexed as passages only (MiniLM, no trees): the session's shared index."""
+    return data_leaves[0]
 
 
 @pytest.mark.slow

@@ -1,3 +1,5 @@
+"""Evaluation metrics: SQuAD normalisation, entries mapped to passages, the token-budget context builder,
+retrieval metrics, question files whose errors name the line."""
 from __future__ import annotations
 
 import json

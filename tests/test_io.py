@@ -1,3 +1,5 @@
+"""The index's file layer: atomic writes and folders, JSONL errors naming file and line, .npy without
+pickle, the manifest's format version."""
 from __future__ import annotations
 
 import json

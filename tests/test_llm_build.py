@@ -6,12 +6,10 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+import _kills as kills
 from _llm_server import server_url
 
 from sirerag.cli.main import main
@@ -23,6 +21,11 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "corpus.jsonl"
 SECRET = "sk-sirerag-build-test-6c1e0f9a2d7b4835"
+DRIVER = kills.driver(r"""
+from sirerag.llm.cache import CachedLLM
+count = CachedLLM._count
+CachedLLM._count = lambda self, **k: (count(self, **k), k.get("misses") and halt("mid:llm"))[0]
+""")
 
 
 def entries(db: Path) -> int:
@@ -45,34 +48,30 @@ def built(tmp_path_factory):
     out = root / "index"
     args = ["build", str(corpus), "--out", str(out), "--trees", "similarity", "--chunking", "passage",
             "--llm", f"openai:smollm2@{url}", "--config", str(config), "--quiet"]
-    env = {**os.environ, "OPENAI_API_KEY": SECRET}
     db = out / "cache" / "llm" / "calls.sqlite"
 
-    # 1. a build killed (SIGKILL) as soon as its first summary is in the cache
-    proc = subprocess.Popen([sys.executable, "-m", "sirerag.cli.main", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 600
-    while proc.poll() is None and entries(db) < 1 and time.time() < deadline:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    killed_after = entries(db)
-
-    # 2. the same build resumed in-process, then 3. rebuilt
     os.environ["OPENAI_API_KEY"] = SECRET
     try:
+        # 1. a build killed (SIGKILL) right after its first summary is cached and counted: the build halts there
+        #    (tests/_kills.py) and is killed, so no race with its end
+        proc = kills.start(DRIVER, "mid:llm", args)
+        kills.stop_at(proc, "mid:llm")
+        stderr = kills.stderr(proc)
+        kills.kill(proc)
+        killed_after = entries(db)
+        # 2. the same build resumed in-process, then 3. rebuilt
         assert main(args) == 0
         resumed = CallCache(db).stats()["last_run"]
         assert main(args) == 0
         rebuilt = CallCache(db).stats()
     finally:
         del os.environ["OPENAI_API_KEY"]
-    return {"root": root, "out": out, "corpus": corpus, "config": config, "proc": proc,
+    return {"root": root, "out": out, "corpus": corpus, "config": config, "proc": proc, "stderr": stderr,
             "killed_after": killed_after, "resumed": resumed, "rebuilt": rebuilt, "url": url}
 
 
 def test_killed_build_resumes_paying_only_for_what_was_missing(built):
-    assert built["proc"].returncode == -signal.SIGKILL, "the first build finished before it could be killed"
+    assert built["proc"].returncode == -signal.SIGKILL
     total = built["rebuilt"]["entries"]
     killed_after, resumed = built["killed_after"], built["resumed"]
     assert 1 <= killed_after < total
@@ -115,4 +114,4 @@ def test_no_secret_in_any_file_written(built):
     assert any(p.name == "calls.sqlite" for p in files) and any(p.name == "manifest.json" for p in files)
     for path in files:
         assert SECRET.encode() not in path.read_bytes(), path
-    assert SECRET.encode() not in (built["proc"].stderr.read() if built["proc"].stderr else b"")
+    assert SECRET not in built["stderr"]

@@ -1,3 +1,5 @@
+"""The retrieval pool: flattening trees in order, round trips, shape checks, manifest components, record
+validation."""
 from __future__ import annotations
 
 import numpy as np

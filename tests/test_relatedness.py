@@ -1,6 +1,8 @@
 """The relatedness tree: aggregates as leaves, summaries above, the paper's ablation switches."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -131,9 +133,44 @@ def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
     assert (stats["aggregates"] > 0) == linked == ("relatedness" in {e.tree for e in index.pool.entries})
 
 
-@pytest.mark.slow
-def test_full_build_with_smollm2_produces_both_trees(tmp_path) -> None:  # noqa: ANN001
-    full_llm_build(tmp_path, "hf:smollm2")
+SCRIPTED_FACTS = {
+    "turned professional": [("Diana Luna was born in Rome.", ["Diana Luna", "Rome"]),
+                   ("Diana Luna won the Tenerife Ladies Open in 2004.", ["Diana Luna", "Tenerife Ladies Open"])],
+    "golf tournament": [("The Tenerife Ladies Open was a golf tournament held in Tenerife.",
+                                  ["Tenerife Ladies Open", "Tenerife"])],
+    "capital city": [("Rome is the capital city of Italy.", ["Rome", "Italy"])],
+}
+
+
+def scripted_reply(body: dict) -> str:
+    """A stand-in model for :func:`full_llm_build`: the paragraph back for a rewrite, fixed facts with shared
+    entities for an extraction, the context's first sentence for a summary."""
+    message = body["messages"][-1]["content"]
+    if "Rewrite the paragraph" in message:
+        return message.rsplit("Paragraph:\n", 1)[1].rsplit("\n\nOutput:", 1)[0]
+    if "List every fact" in message:
+        paragraph = message.rsplit("Paragraph: ", 1)[1]
+        facts = next(f for phrase, f in SCRIPTED_FACTS.items() if phrase in paragraph)
+        return json.dumps({f"f{i}": {"fact": t, "entities": e} for i, (t, e) in enumerate(facts, 1)})
+    if "Write a summary" in message:
+        return message.rsplit("\n\n", 1)[1].split(". ")[0] + "."
+    raise AssertionError(f"unexpected prompt: {message[:200]}")
+
+
+def test_full_build_with_a_scripted_model_produces_both_trees(tmp_path) -> None:  # noqa: ANN001
+    """Every LLM stage answered by a scripted server: both trees exist, with aggregates of the shared entities."""
+    from _llm_server import FlakyServer
+
+    from sirerag.pool import load_index
+
+    with FlakyServer(reply=scripted_reply) as server:
+        full_llm_build(tmp_path, f"openai:scripted@{server.url}")
+    index = load_index(tmp_path / "index")
+    trees = {e.tree for e in index.pool.entries}
+    assert trees == {"similarity", "relatedness"}
+    aggregates = {e.entity for e in index.pool.entries if e.kind == "aggregate"}
+    assert {"Diana Luna", "Rome", "Tenerife Ladies Open"} <= aggregates
+    assert len(index.propositions()) == 4
 
 
 @pytest.mark.server

@@ -1,3 +1,5 @@
+"""Retrievers: BM25 against rank-bm25, exact dense cosine, top-k order and ties, the retriever registry, the
+default retriever, unknown options."""
 from __future__ import annotations
 
 import importlib.util
