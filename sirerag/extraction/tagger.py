@@ -122,6 +122,15 @@ class EntityTagger:
                     self.capitalised_counts[word.lower()] += 1
         return self
 
+    def to_counts(self) -> dict[str, dict[str, int]]:
+        """The fitted state as JSON-ready data (what :meth:`from_counts` reads)."""
+        return {"lowercase": dict(self.lowercase_counts), "capitalised": dict(self.capitalised_counts)}
+
+    @classmethod
+    def from_counts(cls, counts: dict[str, dict[str, int]]) -> "EntityTagger":
+        """A tagger fitted as the one whose :meth:`to_counts` gave ``counts``."""
+        return cls(lowercase_counts=Counter(counts["lowercase"]), capitalised_counts=Counter(counts["capitalised"]))
+
     def is_common(self, word: str) -> bool:
         """Is this capitalised word a common word (stoplist, or mostly lower case in the corpus)?"""
         low = word.lower()

@@ -10,6 +10,9 @@ Layout (nothing pickled)::
     graph/facts.jsonl             propositions with their entity node indices
     graph/entity_embeddings.npy   one row per entity node
     graph/fact_embeddings.npy     one row per fact
+    graph/seeds_bm25/, surface.json, tagger.json   what a query needs, precomputed (graph.query_aids)
+
+The arrays are memory-mapped at load: a search touches only the pages it needs.
 """
 from __future__ import annotations
 
@@ -22,9 +25,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.errors import IndexFormatError, InputError
+from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
+from sirerag.graph.query_aids import save_query_aids
+from sirerag.graph.surface import MIN_FORM_CHARS, surface_forms
 from sirerag.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
-from sirerag.types import Document, Proposition
+from sirerag.types import Document, Pool, Proposition
 
 logger = logging.getLogger(__name__)
 
@@ -85,15 +91,15 @@ def load_graph(directory: str | Path) -> tuple[EntityGraph, dict[str, Any]]:
         raise IndexFormatError(f"{directory / _NODES}: entity nodes must come before passage nodes")
     counts = np.array([n.get("passages", 0) for n in nodes[: len(entities)]], dtype=np.int64)
     n = len(nodes)
-    indptr, indices, data = (load_npy(directory / f"adjacency_{part}.npy") for part in _CSR)
+    indptr, indices, data = (load_npy(directory / f"adjacency_{part}.npy", mmap=True) for part in _CSR)
     if indptr.shape != (n + 1,) or indices.shape != data.shape or int(indptr[-1]) != indices.shape[0] \
             or (indices.size and (indices.min() < 0 or indices.max() >= n)):
         raise IndexFormatError(f"{directory}: adjacency arrays do not describe a {n}-node CSR matrix")
     adjacency = sp.csr_matrix((data, indices, indptr), shape=(n, n))
     facts = tuple(GraphFact(id=r["id"], text=r["text"], passage=r["passage"], entities=tuple(r["entities"]))
                   for r in _rows(directory / _FACTS))
-    ent_emb = load_npy(directory / "entity_embeddings.npy")
-    fact_emb = load_npy(directory / "fact_embeddings.npy")
+    ent_emb = load_npy(directory / "entity_embeddings.npy", mmap=True)
+    fact_emb = load_npy(directory / "fact_embeddings.npy", mmap=True)
     if ent_emb.shape[0] != len(entities) or fact_emb.shape[0] not in (0, len(facts)):
         raise IndexFormatError(f"{directory}: embeddings have {ent_emb.shape[0]} entity and {fact_emb.shape[0]} "
                                f"fact rows for {len(entities)} entities and {len(facts)} facts")
@@ -104,7 +110,8 @@ def load_graph(directory: str | Path) -> tuple[EntityGraph, dict[str, Any]]:
 
 
 def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Sequence[Proposition], *,
-                         embedder: Any, config: Any) -> dict[str, Any]:
+                         embedder: Any, config: Any, pool: Pool | None = None,
+                         chunk_texts: Sequence[str] | None = None, ner: str = "rules") -> dict[str, Any]:
     """Build the entity graph of an index and write it to ``<out>/graph``.
 
     Args:
@@ -113,6 +120,9 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
         propositions: the build's propositions (offline or LLM extractor alike).
         embedder: the index embedder (entity and fact embeddings, synonym edges).
         config: a :class:`sirerag.config.GraphConfig`.
+        pool, chunk_texts, ner: the index's pool, its chunk texts and ``extraction.ner``: with them the
+            query aids are stored too (:mod:`sirerag.graph.query_aids`: the passage-seed BM25 index, the
+            surface forms, the rule tagger's counts), so a search starts without rebuilding them.
 
     Returns:
         The component record for the manifest (``path``, ``type``, settings, counts, seconds).
@@ -127,7 +137,15 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
                 "synonym_max_neighbors": config.synonym_max_neighbors,
                 "damping": config.damping, "tol": config.tol, "max_iter": config.max_iter}
     start_save = time.perf_counter()
-    meta = save_graph(Path(out) / GRAPH_DIR, graph, embedder=getattr(embedder, "spec", None), settings=settings)
+    aids = save_query_aids(
+        Path(out) / GRAPH_DIR, pool=pool, passage_index=graph.passage_index,
+        surface_forms=surface_forms(graph.entities, min_chars=MIN_FORM_CHARS), min_chars=MIN_FORM_CHARS,
+        tagger_counts=EntityTagger().fit(chunk_texts).to_counts() if chunk_texts is not None and ner == "rules"
+        else None)
+    graph.stats.setdefault("seconds", {})["query_aids"] = round(time.perf_counter() - start_save, 3)
+    start_save = time.perf_counter()
+    meta = save_graph(Path(out) / GRAPH_DIR, graph, embedder=getattr(embedder, "spec", None), settings=settings,
+                      query_aids=aids)
     graph.stats.setdefault("seconds", {})["save"] = round(time.perf_counter() - start_save, 3)
     seconds = round(time.perf_counter() - start, 3)
     logger.info("entity graph written to %s in %.1fs", Path(out) / GRAPH_DIR, seconds)

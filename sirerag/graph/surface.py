@@ -39,27 +39,40 @@ class Match:
     text: str
 
 
+def surface_forms(names: Sequence[str], *, min_chars: int = MIN_FORM_CHARS) -> list[tuple[str, int]]:
+    """``(form, node)`` for every indexed surface form of ``names`` (position ``i`` is node ``i``): the
+    matching key of each name and its accent-free variant, skipping forms with fewer than ``min_chars``
+    alphanumeric characters; the first node of a form wins (entity keys are unique, variants may collide).
+    The build stores this table (:mod:`sirerag.graph.query_aids`), so a search does not recompute it."""
+    table: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for node, name in enumerate(names):
+        for form in SurfaceIndex.forms(name):
+            if form in seen or sum(ch.isalnum() for ch in form) < min_chars:
+                continue
+            seen.add(form)
+            table.append((form, node))
+    return table
+
+
 class SurfaceIndex:
     """Aho–Corasick index from surface forms to entity nodes.
 
     Args:
         names: entity display names; position ``i`` is node ``i``.
         min_chars: forms with fewer alphanumeric characters are skipped.
+        forms: the table :func:`surface_forms` gives for ``names`` (stored at build time); computed
+            from ``names`` when None.
     """
 
-    def __init__(self, names: Sequence[str], *, min_chars: int = MIN_FORM_CHARS) -> None:
+    def __init__(self, names: Sequence[str], *, min_chars: int = MIN_FORM_CHARS,
+                 forms: Sequence[tuple[str, int]] | None = None) -> None:
         ahocorasick = require("ahocorasick", "ppr", purpose="the surface-form index of the entity graph")
+        table = surface_forms(names, min_chars=min_chars) if forms is None else forms
         self.automaton = ahocorasick.Automaton()
-        self.size = 0
-        for node, name in enumerate(names):
-            for form in self.forms(name):
-                if sum(ch.isalnum() for ch in form) < min_chars:
-                    continue
-                # the first node of a form wins (entity keys are unique, variants may collide)
-                if self.automaton.exists(form):
-                    continue
-                self.automaton.add_word(form, (len(form), node))
-                self.size += 1
+        for form, node in table:
+            self.automaton.add_word(form, (len(form), node))
+        self.size = len(table)
         if self.size:
             self.automaton.make_automaton()
 

@@ -205,7 +205,9 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
 
         with stage_timer(report.timings, "graph"):
             components["graph"] = build_and_save_graph(out, documents, propositions, embedder=embedder,
-                                                       config=config.graph)
+                                                       config=config.graph, pool=pool,
+                                                       chunk_texts=[c.text for c in chunks],
+                                                       ner=config.extraction.ner)
     write_manifest(out, config=config.to_dict(), corpus={"documents": len(documents)},
                    components=components, **report.components, counts=report.counts,
                    timings=report.timings)

@@ -188,7 +188,8 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         with stage_timer(timings, "graph"):
             components["graph"] = build_and_save_graph(
                 stage, plan.documents, propositions,
-                embedder=KnownEmbedder.from_graph(embedder, old.component("graph")), config=config.graph)
+                embedder=KnownEmbedder.from_graph(embedder, old.component("graph")), config=config.graph,
+                pool=pool, chunk_texts=[c.text for c in chunks], ner=config.extraction.ner)
     counts["summaries_written"] = trees.written
     counts["summaries_stale"] = sum(t.get("summaries_stale", 0) for t in trees.stats.values())
     stale = trees.stale()

@@ -24,6 +24,7 @@ from sirerag.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
+from sirerag.graph.query_aids import seed_rows
 from sirerag.retrievers.base import Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.types import Pool
@@ -100,7 +101,8 @@ class PPRRetriever:
                  damping: float = 0.5, tol: float = 1e-6, max_iter: int = 100,
                  passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5,
                  surface: bool = True, passage_seeds: str = "dense+bm25", bm25_share: float = 0.5,
-                 entry_score: str = "mean") -> None:
+                 entry_score: str = "mean", surface_forms: Sequence[tuple[str, int]] | None = None,
+                 seeds_lexical: Any | None = None) -> None:
         check(linking in LINKING, "linking", linking, f"one of {LINKING}")
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
         weight = DEFAULT_PASSAGE_WEIGHT[linking] if passage_weight is None else float(passage_weight)
@@ -130,21 +132,20 @@ class PPRRetriever:
         self.entry_score = entry_score
         self.entry_nodes = entry_node_matrix(pool, graph, with_entity=entry_score == "entity")
         self.ids = [e.id for e in pool.entries]
-        leaf = [(i, graph.passage_index[e.passages[0]]) for i, e in enumerate(pool.entries)
-                if e.kind == "leaf" and e.passages and e.passages[0] in graph.passage_index]
-        self._leaf_rows = np.array([i for i, _ in leaf], dtype=np.int64)
-        self._leaf_passages = np.array([n - graph.n_entities for _, n in leaf], dtype=np.int64)
+        rows, nodes = seed_rows(pool, graph.passage_index)
+        self._leaf_rows, self._leaf_passages = rows, nodes - graph.n_entities
         self.surface = None
         if linking == "ner" and surface:
             from sirerag.graph.surface import SurfaceIndex
 
-            self.surface = SurfaceIndex(graph.entities)
+            self.surface = SurfaceIndex(graph.entities, forms=surface_forms)
         self.bm25, self.bm25_share = None, float(bm25_share)
         if passage_seeds == "dense+bm25" and weight > 0 and bm25_share > 0:
             from sirerag.retrievers.bm25 import BM25Retriever
 
-            self.bm25 = BM25Retriever([self.ids[i] for i in self._leaf_rows],
-                                      [pool.entries[i].text for i in self._leaf_rows])
+            self.bm25 = BM25Retriever([self.ids[i] for i in rows],
+                                      None if seeds_lexical is not None else [pool.entries[i].text for i in rows],
+                                      lexical=seeds_lexical)
         self.fallbacks = 0
 
     # -- linking ---------------------------------------------------------------------------------
@@ -236,9 +237,10 @@ def _covered(query: str, entity: str, matches: Sequence[Any]) -> bool:
     return at >= 0 and any(at < m.end and m.start < at + len(entity) for m in matches)
 
 
-def build_tagger(index: Any) -> Callable[[str], Sequence[str]]:
+def build_tagger(index: Any, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
     """The offline entity tagger of the index's build, for query NER: ``extraction.ner`` of
-    the manifest's config; the rule tagger is fitted on the index's chunks as at build time."""
+    the manifest's config; the rule tagger is fitted on the index's chunks as at build time, or
+    read from ``counts`` (its fitted state, stored with the graph)."""
     ner = index.manifest.get("config", {}).get("extraction", {}).get("ner", "rules")
     if ner.startswith("spacy:"):
         from sirerag.extraction.spacy_ner import spacy_tagger
@@ -247,7 +249,11 @@ def build_tagger(index: Any) -> Callable[[str], Sequence[str]]:
         return lambda text: tuple(tag(text, ()))
     from sirerag.extraction.tagger import EntityTagger
 
-    tagger = EntityTagger().fit(c.text for c in index.chunks())
+    if counts is not None:
+        tagger = EntityTagger.from_counts(counts)
+    else:
+        logger.info("%s: no stored tagger counts (an older build); fitting the tagger on the chunks", index.path)
+        tagger = EntityTagger().fit(c.text for c in index.chunks())
     return lambda text: tagger.tag(text)
 
 
@@ -264,12 +270,15 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
     Raises:
         IndexFormatError: the index has no entity graph.
     """
+    from sirerag.graph.query_aids import load_seeds_bm25, load_surface_forms, load_tagger_counts
     from sirerag.graph.store import load_graph
+    from sirerag.graph.surface import MIN_FORM_CHARS
 
     folder = index.component("graph")
     if folder is None:
         raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
     graph, meta = load_graph(folder)
+    aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))
     kwargs = {name: options[name] if options.get(name) is not None else settings[name]
               for name in ("damping", "tol", "max_iter") if options.get(name) is not None or name in settings}
@@ -279,7 +288,17 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
             kwargs[name] = options[name]
     embedder = index_embedder(index, embedder)
     if linking == "ner" and tagger is None:
-        tagger = build_tagger(index)
+        tagger = build_tagger(index, load_tagger_counts(folder, aids))
+    if linking == "ner" and kwargs.get("surface", True):
+        kwargs["surface_forms"] = load_surface_forms(folder, aids, MIN_FORM_CHARS)
+    if kwargs.get("passage_seeds", "dense+bm25") == "dense+bm25":
+        rows = seed_rows(index.pool, graph.passage_index)[0]
+        kwargs["seeds_lexical"] = load_seeds_bm25(folder, aids, index.pool, rows)
+    missing = [name for name, key in (("seed BM25 index", "seeds_lexical"), ("surface forms", "surface_forms"))
+               if key in kwargs and kwargs[key] is None]
+    if missing:
+        logger.info("%s: the graph has no stored %s matching this pool (an older build); computing them now",
+                    index.path, " or ".join(missing))
     if isinstance(fact_filter, str):
         from sirerag.llm.factory import load_llm
 

@@ -1,0 +1,97 @@
+"""What a PPR search needs at start, stored at build time (graph/seeds_bm25, surface.json, tagger.json): a
+search with them ranks exactly as one that rebuilds them, loads without rebuilding any of them, falls back
+for an index built without them, and an incremental add writes them again for the new pool."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sirerag.cli.main import main
+from sirerag.pool import load_index
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+QUESTIONS = [json.loads(line)["question"] for line in (DATA / "questions.jsonl").read_text().splitlines()[:12]]
+
+
+def _corpus(path: Path, start: int, n: int) -> Path:
+    lines = (DATA / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[start:start + n]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def graph_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("aids")
+    out = root / "index"
+    assert main(["build", str(_corpus(root / "c.jsonl", 0, 60)), "--out", str(out), "--chunking", "passage",
+                 "--graph", "--quiet"]) == 0
+    return out
+
+
+def _hits(index, **options):
+    from sirerag.retrievers import load_retriever
+
+    retriever = load_retriever("ppr", index, **options)
+    return [[(h.entry_id, round(h.score, 9)) for h in hits] for hits in retriever.search_many(QUESTIONS, k=10)]
+
+
+def _forget_aids(monkeypatch):
+    """Make the loader see an index built before the aids were stored."""
+    import sirerag.graph.store as store
+
+    load = store.load_graph
+
+    def without_aids(folder):
+        graph, meta = load(folder)
+        return graph, {k: v for k, v in meta.items() if k != "query_aids"}
+
+    monkeypatch.setattr(store, "load_graph", without_aids)
+
+
+def test_the_build_stores_the_aids_and_a_search_ranks_as_without_them(graph_index, monkeypatch):
+    meta = json.loads((graph_index / "graph" / "graph.json").read_text())
+    assert set(meta["query_aids"]) == {"seeds_bm25", "surface", "tagger"}
+    assert (graph_index / "graph" / "seeds_bm25" / "tokenizer.json").is_file()
+    index = load_index(graph_index)
+    stored = _hits(index)
+    _forget_aids(monkeypatch)
+    assert _hits(index) == stored  # rebuilt in memory: the same ranking, to the score
+
+
+def test_a_search_with_the_aids_rebuilds_none_of_them(graph_index, monkeypatch):
+    import sirerag.extraction.tagger as tagger
+    import sirerag.graph.surface as surface
+    import sirerag.lexical as lexical
+
+    def refuse(*_, **__):
+        raise AssertionError("rebuilt at search time")
+
+    monkeypatch.setattr(lexical, "build_lexical_index", refuse)
+    monkeypatch.setattr(surface, "surface_forms", refuse)
+    monkeypatch.setattr(tagger.EntityTagger, "fit", refuse)
+    assert len(_hits(load_index(graph_index))) == len(QUESTIONS)
+
+
+def test_an_index_without_aids_still_searches_and_says_why_it_is_slower(graph_index, monkeypatch, caplog):
+    _forget_aids(monkeypatch)
+    with caplog.at_level("INFO", logger="sirerag.retrievers.ppr"):
+        assert len(_hits(load_index(graph_index))) == len(QUESTIONS)
+    assert "no stored seed BM25 index or surface forms" in caplog.text
+    assert "no stored tagger counts" in caplog.text
+
+
+@pytest.mark.slow
+def test_an_add_writes_the_aids_for_the_new_pool(graph_index, tmp_path, monkeypatch):
+    import shutil
+
+    index_dir = tmp_path / "index"
+    shutil.copytree(graph_index, index_dir)
+    assert main(["add", str(index_dir), str(_corpus(tmp_path / "more.jsonl", 60, 10)), "--quiet"]) == 0
+    index = load_index(index_dir)
+    meta = json.loads((index_dir / "graph" / "graph.json").read_text())
+    assert meta["query_aids"]["seeds_bm25"]["documents"] == 70
+    stored = _hits(index)
+    _forget_aids(monkeypatch)
+    assert _hits(index) == stored
