@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sirerag.errors import check
-from sirerag.retrievers.base import Hit, Retriever
+from sirerag.retrievers.base import Closing, Hit, Retriever
 from sirerag.types import Pool
 
 
@@ -82,7 +82,7 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
     return out
 
 
-class PoolRanker:
+class PoolRanker(Closing):
     """Wraps a retriever and rearranges its rankings over a full pool by :func:`arrange`.
 
     Args:
@@ -99,6 +99,9 @@ class PoolRanker:
         check(isinstance(depth, int) and depth >= 1, "pool_depth", depth, "a positive integer")
         self.base, self.pool, self.depth = base, pool, depth
         self.name = base.name
+
+    def owned(self) -> Sequence[Any]:
+        return (self.base,)
 
     def __getattr__(self, name: str) -> Any:  # fallbacks, linking details... of the wrapped retriever
         if name == "base":
