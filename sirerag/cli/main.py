@@ -27,7 +27,7 @@ import sirerag.cli
 from sirerag.cli.jit import configure_numba_cache
 from sirerag.errors import SireragError
 
-ORDER = ["build", "add", "remove", "index", "search", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
+ORDER = ["build", "add", "remove", "index", "search", "ask", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
 #: entry point group of subcommands that live in other packages
 COMMANDS_GROUP = "sirerag.commands"
 

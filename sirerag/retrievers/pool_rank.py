@@ -119,3 +119,12 @@ class PoolRanker(Closing):
 def has_non_leaves(pool: Pool) -> bool:
     """True when the pool holds summaries, aggregates or propositions besides leaves."""
     return any(e.kind != "leaf" for e in pool.entries)
+
+
+def describe(retriever: Any) -> dict[str, Any]:
+    """What ranked the results, for reports: ``{"retriever", "pool_rule", "leaf_share"}``; ``pool_rule`` is
+    ``passages`` when the rule of this module rearranged the ranking (with its ``leaf_share``), else
+    ``native`` (asked for, or a pool of leaves only, where the rule changes nothing) and ``leaf_share`` None."""
+    if isinstance(retriever, PoolRanker):
+        return {"retriever": retriever.name, "pool_rule": "passages", "leaf_share": float(retriever.rule.leaf_share)}
+    return {"retriever": getattr(retriever, "name", "?"), "pool_rule": "native", "leaf_share": None}
