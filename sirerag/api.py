@@ -176,8 +176,11 @@ class Index:
         return [[self._result(hit) for hit in row] for row in hits]
 
     def _result(self, hit: Any) -> SearchResult:
-        if self._documents is None:
-            self._documents = {d.id: d for d in self._loaded.documents()}
+        if self._documents is None:  # titles of the leaves' documents (an index may have been written without)
+            from sirerag.pool import DOCUMENTS
+
+            has = DOCUMENTS in (self._loaded.manifest.get("files") or {})
+            self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
         return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents)
 
     # -- asking -----------------------------------------------------------------------------------

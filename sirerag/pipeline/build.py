@@ -12,6 +12,7 @@ default cache stays in ``out`` during the build and moves into the new index at 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -214,14 +215,19 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
 
 
 def check_specs(config: BuildConfig) -> BuildConfig:
-    """Check the form of the embedder and LLM specs without loading anything, so a typo
-    stops the build before any work; returns ``config``. Raises ``ConfigError``."""
+    """Check the form of the embedder and LLM specs without loading anything, and that an ``st:`` embedder
+    can be found (a folder, the Hugging Face cache or the Hub), so a typo stops the build before any work;
+    returns ``config``. Raises ``ConfigError``."""
     from sirerag.embedding import parse_embedder_spec
     from sirerag.llm.factory import parse_spec
 
-    parse_embedder_spec(config.embedder.spec)
+    backend, rest = parse_embedder_spec(config.embedder.spec)
     for spec in {config.llm.spec, config.extraction.llm} - {None}:
         parse_spec(spec)
+    if backend == "st" and importlib.util.find_spec("huggingface_hub") is not None:
+        from sirerag.embedding.sentence_transformers import check_model_name
+
+        check_model_name(rest)  # a name that cannot be loaded stops here, naming --embedder
     return config
 
 
