@@ -4,13 +4,13 @@ staying cheap, and retrievers (and the Index) as context managers that close wha
 from __future__ import annotations
 
 import dataclasses
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _tiny_index import ROWS, write_corpus
 
 import sirerag
 from sirerag.api import build_config
@@ -23,19 +23,12 @@ from sirerag.retrievers.pool_rank import PoolRanker, describe
 from sirerag.types import Node, Pool
 
 ROOT = Path(__file__).resolve().parents[1]
-ROWS = [
-    {"id": "harwick", "title": "Harwick Bridge", "text": "The Harwick Bridge was designed by Margaret Lowe in 1901."},
-    {"id": "elm", "title": "Elm river", "text": "The Elm river flows through Elmford into the North Sea."},
-    {"id": "okavango", "title": "Okavango Delta", "text": "The Okavango Delta lies in Botswana."},
-]
 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     root = tmp_path_factory.mktemp("api")
-    corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
-    with sirerag.Index.build(corpus, root / "index", trees="none") as built:
+    with sirerag.Index.build(write_corpus(root / "corpus.jsonl"), root / "index", trees="none") as built:
         yield built
 
 
@@ -83,8 +76,7 @@ def test_a_retriever_is_loaded_once_per_name_and_options(index):
 
 
 def test_build_settings_are_checked_before_any_work(tmp_path):
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text(json.dumps(ROWS[0]) + "\n", encoding="utf-8")
+    corpus = write_corpus(tmp_path / "corpus.jsonl", ROWS[:1])
     out = tmp_path / "never"
     with pytest.raises(ConfigError, match=r"unknown build setting color='red'"):
         sirerag.Index.build(corpus, out, color="red")
@@ -114,13 +106,10 @@ def test_build_config_shorthands_and_the_llm_extractor():
 
 
 def test_add_remove_and_export_go_through_the_pipeline(tmp_path):
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in ROWS[:2]), encoding="utf-8")
+    corpus = write_corpus(tmp_path / "corpus.jsonl", ROWS[:2])
     with sirerag.Index.build(corpus, tmp_path / "index", trees="none") as index:
         assert len(index) == 2
-        more = tmp_path / "more.jsonl"
-        more.write_text(json.dumps(ROWS[2]) + "\n", encoding="utf-8")
-        report = index.add(more)
+        report = index.add(write_corpus(tmp_path / "more.jsonl", ROWS[2:]))
         assert report.changed and report.counts["documents_added"] == 1 and len(index) == 3
         assert index.search("Botswana", k=1, retriever="bm25")[0].passages == ("okavango",)
         report = index.remove("elm")

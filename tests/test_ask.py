@@ -7,6 +7,7 @@ import json
 
 import pytest
 from _llm_server import FlakyServer
+from _tiny_index import QUESTION, build_tiny_index
 
 import sirerag
 from sirerag.cli.main import main
@@ -16,21 +17,10 @@ from sirerag.llm.base import LLMCallError
 from sirerag.llm.factory import load_llm
 from sirerag.llm.prompts import QA_READER
 
-ROWS = [
-    {"id": "harwick", "title": "Harwick Bridge", "text": "The Harwick Bridge was designed by Margaret Lowe in 1901."},
-    {"id": "elm", "title": "Elm river", "text": "The Elm river flows through Elmford into the North Sea."},
-    {"id": "okavango", "title": "Okavango Delta", "text": "The Okavango Delta lies in Botswana, in Africa."},
-]
-QUESTION = "Who designed the Harwick Bridge?"
-
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ask")
-    corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
-    sirerag.Index.build(corpus, root / "index", trees="none").close()
-    return root / "index"
+    return build_tiny_index(tmp_path_factory.mktemp("ask"))
 
 
 def reply(body: dict) -> str:

@@ -5,29 +5,18 @@ engine / runnable chain with its fake LLM, and a missing framework is an ImportE
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 
 import pytest
+from _tiny_index import QUESTION, build_tiny_index
 
 import sirerag
 from sirerag.errors import MissingExtraError
 
-ROWS = [
-    {"id": "harwick", "title": "Harwick Bridge", "text": "The Harwick Bridge was designed by Margaret Lowe in 1901."},
-    {"id": "elm", "title": "Elm river", "text": "The Elm river flows through Elmford into the North Sea."},
-    {"id": "okavango", "title": "Okavango Delta", "text": "The Okavango Delta lies in Botswana."},
-]
-QUESTION = "Who designed the Harwick Bridge?"
-
 
 @pytest.fixture(scope="module")
 def index_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("integrations")
-    corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
-    sirerag.Index.build(corpus, root / "index", trees="none").close()
-    return root / "index"
+    return build_tiny_index(tmp_path_factory.mktemp("integrations"))
 
 
 def test_llama_index_retriever_returns_nodes_with_provenance(index_dir):
