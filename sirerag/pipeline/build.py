@@ -99,6 +99,7 @@ def build_index(
     from sirerag.engine import make_engine
 
     config = check_specs((config or BuildConfig()).validate())
+    check_loadable(config)  # an LLM that cannot load stops here, before any work (the dry run checks the same)
     out = Path(out)
     cache = Path(cache_dir) if cache_dir is not None else out / "cache"
     engine = make_engine(config.engine)  # a Ray address that does not answer stops here
@@ -229,6 +230,31 @@ def check_specs(config: BuildConfig) -> BuildConfig:
 
         check_model_name(rest)  # a name that cannot be loaded stops here, naming --embedder
     return config
+
+
+def check_loadable(config: BuildConfig) -> None:
+    """Fail where the build would fail before its first LLM call: every LLM the build loads is checked the
+    way loading it checks (an ``hf:`` preset's package, a model or adapter path, the packages of the backend;
+    an ``openai:`` client with its key), without loading weights or calling a model.
+
+    Raises:
+        ConfigError, MissingExtraError: as the build would.
+    """
+    from sirerag.errors import require
+    from sirerag.llm.factory import describe_spec, load_llm, parse_spec
+
+    specs = [config.llm.spec]
+    if config.extraction.extractor == "llm" and ("relatedness" in config.trees or config.graph.enabled):
+        specs.append(config.extraction.llm or config.llm.spec)
+    for spec in dict.fromkeys(s for s in specs if s):
+        parsed = parse_spec(spec)
+        if parsed.backend == "hf":
+            for module in ("torch", "transformers"):
+                if importlib.util.find_spec(module) is None:
+                    require(module, "local", purpose="local hf: LLMs")
+            describe_spec(spec)  # the preset's package, the model and adapter paths
+        elif len(parsed.base_urls) <= 1:
+            load_llm(spec, config=config.llm)  # the client and its key; no request is sent
 
 
 def _query_export() -> dict[str, Any] | None:

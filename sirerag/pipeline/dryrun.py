@@ -24,7 +24,6 @@ requests that are already stored (what a resumed build would not pay for).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
@@ -113,11 +112,11 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
     """
     from sirerag.chunking import chunk_documents
     from sirerag.io.corpus import load_corpus
-    from sirerag.pipeline.build import check_specs
+    from sirerag.pipeline.build import check_loadable, check_specs
     from sirerag.trees.similarity import build_similarity_tree
 
     config = check_specs((config or BuildConfig()).validate())
-    check_loadable(config)
+    check_loadable(config)  # fails where the build would, before its first call
     documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
         load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
     chunks = chunk_documents(documents, config.chunking)
@@ -161,31 +160,6 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
         report.stages += _summary_stages("relatedness", planner, lookup.bind(summary_llm),
                                          exact_first=not llm_extraction)
     return report
-
-
-def check_loadable(config: BuildConfig) -> None:
-    """Fail where the build would fail before its first LLM call: every LLM the build loads is checked the
-    way loading it checks (an ``hf:`` preset's package, a model or adapter path, the packages of the backend;
-    an ``openai:`` client with its key), without loading weights or calling a model.
-
-    Raises:
-        ConfigError, MissingExtraError: as the build would.
-    """
-    from sirerag.errors import require
-    from sirerag.llm.factory import describe_spec, load_llm, parse_spec
-
-    specs = [config.llm.spec]
-    if config.extraction.extractor == "llm" and ("relatedness" in config.trees or config.graph.enabled):
-        specs.append(config.extraction.llm or config.llm.spec)
-    for spec in dict.fromkeys(s for s in specs if s):
-        parsed = parse_spec(spec)
-        if parsed.backend == "hf":
-            for module in ("torch", "transformers"):
-                if importlib.util.find_spec(module) is None:
-                    require(module, "local", purpose="local hf: LLMs")
-            describe_spec(spec)  # the preset's package, the model and adapter paths
-        elif len(parsed.base_urls) <= 1:
-            load_llm(spec, config=config.llm)  # the client and its key; no request is sent
 
 
 def _embedder(config: BuildConfig, cache: Path | None, report: DryRunReport, show_progress: bool) -> Any:
