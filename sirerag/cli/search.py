@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if source is None:
         check_query(args.query)
     queries = [Query(None, None, args.query)] if source is None else read_queries(source)
+    if not queries:  # an empty file or stdin: nothing to search, nothing to load
+        return 0
     with Index.load(args.index) as index:
         options = retriever_options(args)
         results = index.search_many([q.text for q in queries], k=args.k, retriever=args.retriever, **options)

@@ -11,7 +11,8 @@ Three formats are accepted:
   ``README.md`` files stay two documents. A Markdown file is split at its headings
   (:mod:`sirerag.io.markdown`): each section is a document ``PATH#SLUG/PATH`` whose
   ``section`` is its heading path (the text before the first heading keeps the id ``PATH``).
-  :func:`folder_document_ids` tells which ids of an index came from which file.
+  :func:`folder_file_of` tells which file an index's document id came from, :func:`stale_folder_ids`
+  which documents to remove when the folder is added again.
 
 Ids are kept when given, otherwise derived with :func:`sirerag.types.document_id`
 (the bench id scheme). Order is kept. Other fields are ignored (listed once in
@@ -240,7 +241,7 @@ def _document(where: str, obj: Any, notes: _Notes) -> Document:
     elif not isinstance(title, str):
         raise InputError(f"{where}: 'title' must be a string, got a JSON {_json_type(title)}")
     title = _clean(where, title, notes)
-    section = obj.get("section") or ""
+    section = "" if obj.get("section") is None else obj["section"]
     if not isinstance(section, str):
         raise InputError(f"{where}: 'section' must be a string, got a JSON {_json_type(section)}")
     section = _clean(where, section, notes)
