@@ -73,16 +73,31 @@ class _Record:
 
 @dataclass(frozen=True)
 class Document(_Record):
-    """One input document (a benchmark passage, a file, a JSON row)."""
+    """One input document (a benchmark passage, a file, a JSON row, a section of a Markdown file).
+
+    ``section``: the heading path of a Markdown section (``"Install > Linux"``), empty otherwise;
+    it is left out of :meth:`to_dict` when empty, so other corpora's records do not change.
+    """
 
     id: str
     text: str
     title: str = ""
+    section: str = ""
+
+    @property
+    def heading(self) -> str:
+        """Title and heading path: ``"docs/a.md > Install > Linux"`` (the title alone without a section)."""
+        return " > ".join(part for part in (self.title, self.section) if part)
 
     @property
     def content(self) -> str:
-        """Title and text as one string (the title on its own first line when present)."""
-        return f"{self.title}\n{self.text}" if self.title else self.text
+        """Title (and heading path) and text as one string, the heading on its own first line when present."""
+        heading = self.heading
+        return f"{heading}\n{self.text}" if heading else self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"id": self.id, "text": self.text, "title": self.title}
+        return {**out, "section": self.section} if self.section else out
 
 
 @dataclass(frozen=True)

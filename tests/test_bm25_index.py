@@ -114,7 +114,7 @@ def test_bm25_search_imports_neither_torch_nor_sklearn(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert json.loads(lines[-1]) == {"rc": 0, "heavy": []}
-    assert json.loads(lines[0])["rank"] == 1
+    assert json.loads(lines[0])["hits"][0]["rank"] == 1
 
 
 def test_many_queries_give_the_hits_of_single_queries(tmp_path, capsys, monkeypatch):
@@ -122,7 +122,8 @@ def test_many_queries_give_the_hits_of_single_queries(tmp_path, capsys, monkeypa
     single = []
     for query in QUERIES:
         assert main(["search", index, query, "-k", "5", "--retriever", "bm25", "--json"]) == 0
-        single.append([json.loads(line) for line in capsys.readouterr().out.splitlines()])
+        [one] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # one line per query
+        single.append(one["hits"])
     queries = tmp_path / "queries.txt"
     queries.write_text("\n".join(QUERIES[:2]) + "\n\n" + "\n".join(QUERIES[2:]) + "\n", encoding="utf-8")
     assert main(["search", index, "--queries", str(queries), "-k", "5", "--retriever", "bm25", "--json"]) == 0

@@ -74,7 +74,8 @@ def test_eval_meets_a_quality_floor(built, tmp_path, capsys):
 def test_search_prints_ranked_entries(built, capsys):
     _, tree = built
     assert main(["search", str(tree), "Clara Peeters country of citizenship", "-k", "3", "--json"]) == 0
-    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    [line] = capsys.readouterr().out.splitlines()  # one JSON line per query
+    rows = json.loads(line)["hits"]
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert rows[0]["score"] >= rows[1]["score"] >= rows[2]["score"]
     assert all(r["passages"] for r in rows)
@@ -103,7 +104,8 @@ def test_many_queries_give_the_hits_of_single_queries_dense(built, tmp_path, cap
     single = []
     for query in queries:
         assert main(["search", str(tree), query, "-k", "5", "--json"]) == 0
-        single.append([json.loads(line) for line in capsys.readouterr().out.splitlines()])
+        [one] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # one line per query
+        single.append(one["hits"])
     path = tmp_path / "queries.txt"
     path.write_text("\n".join(queries) + "\n", encoding="utf-8")
     assert main(["search", str(tree), "--queries", str(path), "-k", "5", "--json"]) == 0

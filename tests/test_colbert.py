@@ -253,8 +253,11 @@ def test_resolve_checkpoint_errors_name_the_problem(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="config.json"):
         resolve_checkpoint(str(tmp_path / "empty"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ConfigError, match=r"huggingface-cli download sirerag-test/no-such-colbert .*--checkpoint"):
+    with pytest.raises(ConfigError, match=r"huggingface-cli download sirerag-test/no-such-colbert .*in place of "
+                                          r"the name \(\./no-such-colbert\)") as raised:
         resolve_checkpoint("sirerag-test/no-such-colbert")
+    # used by `sirerag index --colbert` and `search --checkpoint`: it names no option one of them lacks
+    assert "--checkpoint" not in str(raised.value)
 
 
 def test_missing_colbert_ai_names_the_extra(monkeypatch, tmp_path):

@@ -57,8 +57,10 @@ def test_json_list_and_folder(tmp_path):
     (folder / ".hidden").mkdir()
     (folder / ".hidden" / "h.txt").write_text("hidden", encoding="utf-8")
     docs = load_corpus(folder)
-    assert [(d.title, d.text) for d in docs] == [("a", "alpha text"), ("b", "# B\nbee text"), ("c", "gamma")]
-    assert docs[0].id == document_id("a", "alpha text")
+    # keyed and titled by the relative path; a Markdown file split at its headings (tests/test_folder_sync.py)
+    assert [(d.id, d.title, d.section, d.text) for d in docs] == [
+        ("a.txt", "a.txt", "", "alpha text"), ("b.md#b", "b.md", "B", "bee text"),
+        ("sub/c.TXT", "sub/c.TXT", "", "gamma")]
 
 
 def test_exact_duplicates_are_dropped_with_a_warning(tmp_path, caplog):

@@ -28,7 +28,10 @@ def register(sub: Any) -> None:
                                    "are written again. A document whose id is already there with the same text is "
                                    "skipped; with another text it replaces the old version.")
     p.add_argument("index", help="index directory written by 'sirerag build'")
-    p.add_argument("corpus", help=".jsonl of {id?, title?, text} rows, a .json list of them, or a folder of .txt/.md")
+    p.add_argument("corpus", help=".jsonl of {id?, title?, text} rows, a .json list of them, or a folder of .txt/.md "
+                                  "(documents keyed by relative path: an edited file replaces its old text)")
+    p.add_argument("--sync", action="store_true",
+                   help="CORPUS is a folder: also remove the documents whose files are no longer in it")
     _update_options(p)
     p.set_defaults(func=run)
 
@@ -40,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
     cache_umap_functions()  # new clusters are clustered with UMAP: reuse its compiled functions
 
     report = update_index(args.index, add=args.corpus, cache_dir=args.cache, drift_warn=args.drift_warn,
-                          refresh_threshold=args.refresh_threshold, show_progress=progress_enabled(args))
+                          refresh_threshold=args.refresh_threshold, sync=args.sync,
+                          show_progress=progress_enabled(args))
     print_report(report)
     return 0
 

@@ -22,9 +22,11 @@ def register(sub: Any) -> None:
     p.add_argument("--chunking", choices=["tokens", "passage"], help="tokens: 100-token chunks; passage: one per document")
     p.add_argument("--embedder", help="minilm (offline default), st:PATH_OR_NAME, openai:MODEL")
     p.add_argument("--seed", type=int, help="random_state for UMAP and the Gaussian mixtures (default 224)")
-    p.add_argument("--llm", help="LLM for summaries (and extraction with --extractor llm), e.g. hf:smollm2, "
+    p.add_argument("--llm", help="LLM for every stage that takes one: summaries, coreference rewrite and proposition "
+                                 "extraction (unless --extractor offline), e.g. hf:smollm2, "
                                  "openai:MODEL@http://127.0.0.1:8000/v1; default: offline algorithms")
-    p.add_argument("--extractor", choices=["offline", "llm"], help="proposition extractor (default offline)")
+    p.add_argument("--extractor", choices=["offline", "llm"],
+                   help="proposition extractor (default: llm with --llm, else offline)")
     p.add_argument("--extractor-llm", help="a separate LLM spec for extraction, e.g. hf:smollm2+adapter=DIR")
     p.add_argument("--ner", help="entity tagger of the offline extractor: rules (default) or spacy:MODEL "
                                  "(an installed spaCy pipeline or a pipeline folder; needs sirerag[spacy])")

@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.io import write_json
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
+    from sirerag.retrievers.pool_rank import describe
 
     check_numbers(args)
     index = load_index(args.index)
@@ -54,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     evaluation = evaluate_retrieval(index.pool, retriever, questions, depth=args.depth,
                                     show_progress=progress_enabled(args))
     result.update(evaluation.to_dict())
+    result.update(describe(retriever))  # the retriever and the pool rule (and its leaf share) that ranked
     result["pool_entries"] = len(index.pool)
     print_table(result)
     if evaluation.no_answer_excluded == len(questions):
@@ -97,8 +99,10 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 
 def print_table(result: dict[str, Any]) -> None:
+    rule = f", pool rule {result['pool_rule']}" if result.get("pool_rule") else ""
+    rule += f" (leaf share {result['leaf_share']:g})" if result.get("leaf_share") is not None else ""
     print(f"retriever {result['retriever']} on {result['n_questions']} questions "
-          f"(pool of {result.get('pool_entries', '?')} entries)")
+          f"(pool of {result.get('pool_entries', '?')} entries{rule})")
     for key, value in result.items():
         if "@" in key and not isinstance(value, dict):
             shown = "n/a" if value is None else f"{value:.4f}"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import pkgutil
 import sys
 from importlib.metadata import entry_points
@@ -27,7 +28,7 @@ import sirerag.cli
 from sirerag.cli.jit import configure_numba_cache
 from sirerag.errors import SireragError
 
-ORDER = ["build", "add", "remove", "index", "search", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
+ORDER = ["build", "add", "remove", "index", "search", "ask", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
 #: entry point group of subcommands that live in other packages
 COMMANDS_GROUP = "sirerag.commands"
 
@@ -125,6 +126,8 @@ def main(argv: Sequence[str] | None = None, *, commands: Mapping[str, Register] 
     configure_numba_cache()  # before anything imports numba: UMAP's compiled code is reused across runs
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:  # the reader of our output went away (``sirerag stats --json | head``)
+        return _output_closed()
     except (SireragError, OSError) as exc:
         if args.debug:
             raise
@@ -133,6 +136,22 @@ def main(argv: Sequence[str] | None = None, *, commands: Mapping[str, Register] 
     except KeyboardInterrupt:
         print(f"sirerag {args.command}: interrupted; cached model calls are kept for the next run", file=sys.stderr)
         return 130
+
+
+#: exit status of a command whose output pipe was closed by its reader (128 + SIGPIPE, as the shell reports)
+EXIT_PIPE_CLOSED = 141
+
+
+def _output_closed() -> int:
+    """Stop quietly when stdout's reader has gone, as other command-line tools do: no error line, and
+    stdout pointed at /dev/null so the interpreter's final flush does not complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (captured in tests)
+        pass
+    return EXIT_PIPE_CLOSED
 
 
 def _one_line(exc: BaseException) -> str:

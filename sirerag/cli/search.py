@@ -1,15 +1,18 @@
 """``sirerag search DIR QUERY``: rank pool entries for a query, or for many with ``--queries``.
 
-``--queries FILE`` (``-`` for stdin) reads one query per line and searches them in
-one process and one batch, so a script pays the start-up once; with ``--json`` it
-prints one JSON object per query: ``{"line", "query", "hits": [...]}``.
+A thin layer over :meth:`sirerag.Index.search_many`. ``--queries FILE`` (or ``-``, as
+``--queries -`` or as the QUERY, for stdin) reads one query per line and searches them in one
+process and one batch, so a script pays the start-up once; a line that is a JSON object (a
+``questions.jsonl`` row) gives its ``question``, ``query`` or ``text`` field. With ``--json`` it
+prints one JSON object per query, whether one or many: ``{"line", "id", "query", "retriever",
+"pool_rule", "leaf_share", "k", "hits": [...]}``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from sirerag.cli.common import add_common
 
@@ -43,58 +46,91 @@ def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
 def register(sub: Any) -> None:
     p = sub.add_parser("search", help="search an index", description="Rank the pool entries of an index for a query.")
     p.add_argument("index", help="index directory written by sirerag build")
-    p.add_argument("query", nargs="?", help="the query (or --queries)")
-    p.add_argument("--queries", metavar="FILE", help="one query per line from FILE, or '-' for stdin; "
-                                                     "blank lines are skipped")
+    p.add_argument("query", nargs="?", help="the query, or '-' to read one query per line from stdin (or --queries)")
+    p.add_argument("--queries", metavar="FILE", help="one query per line from FILE, or '-' for stdin; blank lines "
+                                                     "are skipped; JSON lines give their question/query/text field")
     p.add_argument("-k", type=int, default=10, help="number of entries (default 10)")
     add_retriever_options(p)
-    p.add_argument("--json", action="store_true",
-                   help="print JSON lines instead of a table (one per hit; with --queries one per query)")
+    p.add_argument("--json", action="store_true", help="print one JSON line per query instead of a table")
     add_common(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from sirerag.api import Index
     from sirerag.errors import ConfigError, check
-    from sirerag.pool import load_index
-    from sirerag.retrievers import load_retriever
     from sirerag.retrievers.base import check_query
+    from sirerag.retrievers.pool_rank import describe
 
     check(args.k >= 1, "-k", args.k, "a positive integer")
     if (args.query is None) == (args.queries is None):
         raise ConfigError("give either a QUERY or --queries FILE (one query per line, '-' for stdin), not both")
-    if args.queries is None:
+    source = args.queries if args.queries is not None else "-" if args.query == "-" else None
+    if source is None:
         check_query(args.query)
-    queries = [(0, args.query)] if args.queries is None else read_queries(args.queries)
-    index = load_index(args.index)
-    retriever = load_retriever(args.retriever, index, **retriever_options(args))
-    results = retriever.search_many([q for _, q in queries], k=args.k) if queries else []
-    for (line, query), hits in zip(queries, results):
-        rows = [{"rank": rank, "score": round(hit.score, 6), **index.pool.get(hit.entry_id).to_dict()}
-                for rank, hit in enumerate(hits, start=1)]
-        if args.queries is None and args.json:
-            for row in rows:
-                print(json.dumps(row, ensure_ascii=False))
-        elif args.json:
-            print(json.dumps({"line": line, "query": query, "hits": rows}, ensure_ascii=False))
-        else:
-            _print_table(rows, header=f"query (line {line}): {query}" if args.queries is not None else None)
+    queries = [Query(None, None, args.query)] if source is None else read_queries(source)
+    if not queries:  # an empty file or stdin: nothing to search, nothing to load
+        return 0
+    with Index.load(args.index) as index:
+        options = retriever_options(args)
+        results = index.search_many([q.text for q in queries], k=args.k, retriever=args.retriever, **options)
+        ranking = describe(index.retriever(args.retriever, **options))
+        for query, hits in zip(queries, results):
+            rows = [{"rank": rank, **hit.to_dict(), "score": round(hit.score, 6)}
+                    for rank, hit in enumerate(hits, start=1)]
+            if args.json:
+                print(json.dumps({"line": query.line, "id": query.id, "query": query.text, **ranking, "k": args.k,
+                                  "hits": rows}, ensure_ascii=False))
+            else:
+                header = f"query (line {query.line}): {query.text}" if query.line is not None else None
+                _print_table(rows, header=header)
+        if not args.json and any(e.kind != "leaf" for e in index.pool.entries):
+            _print_rule_note(ranking)
     return 0
 
 
-def read_queries(source: str) -> list[tuple[int, str]]:
-    """``(line number, query)`` for the non-blank lines of ``source`` (a file, or ``-`` for stdin).
+class Query(NamedTuple):
+    """A query to search: its line in the input (None for a QUERY argument), its id (from a JSON line), its text."""
+
+    line: int | None
+    id: str | None
+    text: str
+
+
+QUERY_FIELDS = ("question", "query", "text")
+
+
+def read_queries(source: str) -> list[Query]:
+    """The queries of the non-blank lines of ``source`` (a file, or ``-`` for stdin). A line holding a JSON
+    object (a ``questions.jsonl`` row) gives its ``question``, ``query`` or ``text`` field and its ``id``.
 
     Raises:
-        InputError: the file cannot be read.
+        InputError: the file cannot be read, or a JSON line has none of those fields (naming the line).
     """
     from sirerag.errors import InputError
 
+    where = "stdin" if source == "-" else source
     try:
         text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{source}: cannot read queries: {exc}") from exc
-    return [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    out: list[Query] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        if not line.startswith("{"):
+            out.append(Query(n, None, line))
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{where}:{n}: a line starting with '{{' must be a JSON object ({exc})") from exc
+        field = next((f for f in QUERY_FIELDS if isinstance(row, dict) and isinstance(row.get(f), str)), None)
+        if field is None:
+            raise InputError(f"{where}:{n}: a JSON line needs a string field {' or '.join(QUERY_FIELDS)}")
+        out.append(Query(n, None if row.get("id") is None else str(row["id"]), row[field].strip()))
+    return out
 
 
 def _print_table(rows: list[dict[str, Any]], *, header: str | None) -> None:
@@ -103,7 +139,22 @@ def _print_table(rows: list[dict[str, Any]], *, header: str | None) -> None:
     for row in rows:
         where = f"{row['tree']}/{row['kind']}/L{row['level']}"
         text = " ".join(row["text"].split())
-        print(f"{row['rank']:>3}  {row['score']:8.4f}  {where:<26} {row['id']}  passages={len(row['passages'])}")
+        if row["kind"] == "leaf":
+            name = " > ".join(p for p in (row["title"], row["section"]) if p) or "(untitled)"
+            source = f"{name}  [passage {', '.join(row['passages'])}]"
+        else:
+            label = f"{row['kind']} '{row['title']}'" if row["title"] else row["kind"]
+            source = f"{label} over {len(row['passages'])} passage(s)"
+        print(f"{row['rank']:>3}  {row['score']:8.4f}  {where:<26} {row['id']}  {source}")
         print(f"     {text[:300]}{'…' if len(text) > 300 else ''}")
     if not rows:
         print("no results")
+
+
+def _print_rule_note(ranking: dict[str, Any]) -> None:
+    if ranking["pool_rule"] == "passages":
+        print(f"(pool rule 'passages', leaf share {ranking['leaf_share']:g}: a summary or aggregate is placed after "
+              "a passage it covers, so it can rank below passages that score lower; --pool-rule native shows "
+              f"{ranking['retriever']}'s own order)")
+    else:
+        print(f"(pool rule 'native': {ranking['retriever']}'s own order)")

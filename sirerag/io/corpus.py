@@ -6,7 +6,13 @@ Three formats are accepted:
   (the format of ``shared/bench/*/corpus.jsonl``; BEIR's ``_id`` is read as ``id``);
 * a ``.json`` file holding a list of such objects;
 * a folder of ``.txt`` / ``.md`` files (searched recursively, hidden entries
-  skipped, sorted by relative path); the title is the file stem.
+  skipped, sorted by relative path). A file is keyed and titled by its relative path
+  (``beta/README.md``), so an edited file is an update of the same document and two
+  ``README.md`` files stay two documents. A Markdown file is split at its headings
+  (:mod:`sirerag.io.markdown`): each section is a document ``PATH#SLUG/PATH`` whose
+  ``section`` is its heading path (the text before the first heading keeps the id ``PATH``).
+  :func:`folder_file_of` tells which file an index's document id came from, :func:`stale_folder_ids`
+  which documents to remove when the folder is added again.
 
 Ids are kept when given, otherwise derived with :func:`sirerag.types.document_id`
 (the bench id scheme). Order is kept. Other fields are ignored (listed once in
@@ -32,7 +38,7 @@ from sirerag.types import Document, collapse_ws, document_id
 
 logger = logging.getLogger(__name__)
 
-FIELDS = ("id", "title", "text")
+FIELDS = ("id", "title", "text", "section")
 TEXT_SUFFIXES = (".txt", ".md")
 #: control characters that separate words: replaced by a space
 _CONTROL_SPACE = re.compile(r"[\x0b\x0c\x1c-\x1f\x85]")
@@ -113,12 +119,7 @@ def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
 
 
 def _folder_rows(folder: Path) -> Iterator[tuple[str, Any]]:
-    files = sorted(
-        (p for p in folder.rglob("*")
-         if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
-         and not any(part.startswith(".") for part in p.relative_to(folder).parts)),
-        key=lambda p: p.relative_to(folder).as_posix(),
-    )
+    files = [folder / rel for rel in folder_files(folder)]
     if not files:
         raise InputError(f"{folder}: empty corpus: no .txt or .md files in this folder")
     for file in files:
@@ -126,7 +127,50 @@ def _folder_rows(folder: Path) -> Iterator[tuple[str, Any]]:
             text = file.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"{file}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-        yield str(file), {"title": file.stem, "text": text.strip()}
+        rel = file.relative_to(folder).as_posix()
+        if file.suffix.lower() != ".md":
+            yield str(file), {"id": rel, "title": rel, "text": text.strip()}
+            continue
+        from sirerag.io.markdown import split_sections
+
+        sections = split_sections(text)
+        if not sections:  # headings only: one document of the headings, so the file is not lost
+            yield str(file), {"id": rel, "title": rel, "text": text.strip()}
+        for section in sections:
+            yield (f"{file} ({section.heading_path})" if section.path else str(file),
+                   {"id": f"{rel}#{section.slug}" if section.slug else rel, "title": rel,
+                    "section": section.heading_path, "text": section.text})
+
+
+def folder_files(folder: str | Path) -> list[str]:
+    """Relative paths (POSIX) of the ``.txt``/``.md`` files a folder corpus reads, sorted."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                  if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def folder_file_of(doc_id: str) -> str | None:
+    """The relative file path a folder corpus's document id names (``a/b.md#x`` -> ``a/b.md``), or
+    None when the id is not of that form."""
+    path = doc_id.split("#", 1)[0]
+    return path if Path(path).suffix.lower() in TEXT_SUFFIXES and path.strip() else None
+
+
+def stale_folder_ids(old_ids: Iterable[str], new_ids: Iterable[str], files: Iterable[str], *,
+                     sync: bool) -> list[str]:
+    """Ids of an index to remove when a folder is added again: documents of a file the folder still
+    has that the new read does not give (a section removed or renamed), and with ``sync`` also the
+    documents of folder files that are gone."""
+    present, new = set(files), set(new_ids)
+    stale = []
+    for doc_id in old_ids:
+        path = folder_file_of(doc_id)
+        if path is None or doc_id in new:
+            continue
+        if path in present or sync:
+            stale.append(doc_id)
+    return stale
 
 
 def _collect(rows: Iterable[tuple[str, Any]], path: Path, warn_passage_bytes: int) -> list[Document]:
@@ -197,6 +241,10 @@ def _document(where: str, obj: Any, notes: _Notes) -> Document:
     elif not isinstance(title, str):
         raise InputError(f"{where}: 'title' must be a string, got a JSON {_json_type(title)}")
     title = _clean(where, title, notes)
+    section = "" if obj.get("section") is None else obj["section"]
+    if not isinstance(section, str):
+        raise InputError(f"{where}: 'section' must be a string, got a JSON {_json_type(section)}")
+    section = _clean(where, section, notes)
     key = "id" if "id" in obj else "_id" if "_id" in obj else None
     if key is None or obj[key] is None:
         doc_id = document_id(title, text)
@@ -208,4 +256,4 @@ def _document(where: str, obj: Any, notes: _Notes) -> Document:
                              f"characters), got {raw!r}")
         doc_id = str(raw)
     notes.ignored.update(k for k in obj if k not in FIELDS and k != key)
-    return Document(id=doc_id, text=text, title=title)
+    return Document(id=doc_id, text=text, title=title, section=section)

@@ -12,6 +12,7 @@ default cache stays in ``out`` during the build and moves into the new index at 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -98,6 +99,7 @@ def build_index(
     from sirerag.engine import make_engine
 
     config = check_specs((config or BuildConfig()).validate())
+    check_loadable(config)  # an LLM that cannot load stops here, before any work (the dry run checks the same)
     out = Path(out)
     cache = Path(cache_dir) if cache_dir is not None else out / "cache"
     engine = make_engine(config.engine)  # a Ray address that does not answer stops here
@@ -216,15 +218,45 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
 
 
 def check_specs(config: BuildConfig) -> BuildConfig:
-    """Check the form of the embedder and LLM specs without loading anything, so a typo
-    stops the build before any work; returns ``config``. Raises ``ConfigError``."""
+    """Check the form of the embedder and LLM specs without loading anything, and that an ``st:`` embedder
+    can be found (a folder, the Hugging Face cache or the Hub), so a typo stops the build before any work;
+    returns ``config``. Raises ``ConfigError``."""
     from sirerag.embedding import parse_embedder_spec
     from sirerag.llm.factory import parse_spec
 
-    parse_embedder_spec(config.embedder.spec)
+    backend, rest = parse_embedder_spec(config.embedder.spec)
     for spec in {config.llm.spec, config.extraction.llm} - {None}:
         parse_spec(spec)
+    if backend == "st" and importlib.util.find_spec("huggingface_hub") is not None:
+        from sirerag.embedding.sentence_transformers import check_model_name
+
+        check_model_name(rest)  # a name that cannot be loaded stops here, naming --embedder
     return config
+
+
+def check_loadable(config: BuildConfig) -> None:
+    """Fail where the build would fail before its first LLM call: every LLM the build loads is checked the
+    way loading it checks (an ``hf:`` preset's package, a model or adapter path, the packages of the backend;
+    an ``openai:`` client with its key), without loading weights or calling a model.
+
+    Raises:
+        ConfigError, MissingExtraError: as the build would.
+    """
+    from sirerag.errors import require
+    from sirerag.llm.factory import describe_spec, load_llm, parse_spec
+
+    specs = [config.llm.spec]
+    if config.extraction.extractor == "llm" and ("relatedness" in config.trees or config.graph.enabled):
+        specs.append(config.extraction.llm or config.llm.spec)
+    for spec in dict.fromkeys(s for s in specs if s):
+        parsed = parse_spec(spec)
+        if parsed.backend == "hf":
+            for module in ("torch", "transformers"):
+                if importlib.util.find_spec(module) is None:
+                    require(module, "local", purpose="local hf: LLMs")
+            describe_spec(spec)  # the preset's package, the model and adapter paths
+        elif len(parsed.base_urls) <= 1:
+            load_llm(spec, config=config.llm)  # the client and its key; no request is sent
 
 
 def _query_export() -> dict[str, Any] | None:

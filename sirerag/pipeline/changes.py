@@ -57,7 +57,7 @@ class Plan:
 def plan_changes(old: Sequence[Document], *, add: Sequence[Document] = (), remove: Iterable[str] = ()) -> Plan:
     """The documents after removing ``remove`` and adding ``add``.
 
-    A document of ``add`` whose id is in the index with the same title and text is skipped; with
+    A document of ``add`` whose id is in the index with the same title, section and text is skipped; with
     another text it is an update (its old version is removed, the new one added).
 
     Raises:
@@ -76,7 +76,7 @@ def plan_changes(old: Sequence[Document], *, add: Sequence[Document] = (), remov
     for doc in dict((d.id, d) for d in add).values():  # a repeated id: its last version
         known = by_id.get(doc.id)
         if known is not None and doc.id not in removed:
-            if (known.text, known.title) == (doc.text, doc.title):
+            if (known.text, known.title, known.section) == (doc.text, doc.title, doc.section):
                 skipped += 1
                 continue
             removed.add(doc.id)

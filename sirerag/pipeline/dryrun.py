@@ -112,10 +112,11 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
     """
     from sirerag.chunking import chunk_documents
     from sirerag.io.corpus import load_corpus
-    from sirerag.pipeline.build import check_specs
+    from sirerag.pipeline.build import check_loadable, check_specs
     from sirerag.trees.similarity import build_similarity_tree
 
     config = check_specs((config or BuildConfig()).validate())
+    check_loadable(config)  # fails where the build would, before its first call
     documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
         load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
     chunks = chunk_documents(documents, config.chunking)

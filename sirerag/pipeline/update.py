@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from sirerag.config import BuildConfig
-from sirerag.errors import SireragError
+from sirerag.errors import ConfigError, SireragError
 from sirerag.extraction.extractor import FAILURES, REWRITES
 from sirerag.io import write_jsonl, write_manifest
 from sirerag.io.staging import staged_index
@@ -66,35 +66,42 @@ class _Unchanged(Exception):
 def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | None = None,
                  remove: Iterable[str] = (), cache_dir: str | Path | None = None, summarizer: Any | None = None,
                  drift_warn: float = DEFAULT_DRIFT_WARN, refresh_threshold: float = DEFAULT_REFRESH_THRESHOLD,
-                 show_progress: bool = False) -> UpdateReport:
+                 sync: bool = False, show_progress: bool = False) -> UpdateReport:
     """Add and/or remove documents of an index in place.
 
     Args:
         index: the index directory (written by ``sirerag build``).
         add: a corpus path or documents to add (same id and text: skipped; same id, other text: updated).
+            A folder's documents are keyed by their relative paths (:mod:`sirerag.io.corpus`): the
+            documents of a file it still has that it no longer gives (a removed Markdown section) are
+            removed too.
         remove: document ids to remove.
         cache_dir: the model-call caches (default ``<index>/cache``, as for the build).
         summarizer: replaces the summariser the build's settings name (tests, benchmarks).
         drift_warn: share of leaves changed since the last full build past which a warning is logged.
         refresh_threshold: share of a changed cluster's member tokens up to which it keeps its summary
             text (:class:`~sirerag.pipeline.changes.UpdateConfig`); 0 rewrites every changed cluster.
+        sync: with a folder ``add``, also remove the documents of the folder's files that are gone.
         show_progress: progress bars.
 
     Raises:
-        ConfigError: ``refresh_threshold`` or ``drift_warn`` is out of range; nothing changes.
+        ConfigError: ``refresh_threshold`` or ``drift_warn`` is out of range, or ``sync`` without a
+            folder to add; nothing changes.
         InputError: an id to remove is not in the index, or the corpus is invalid; nothing changes.
         IndexFormatError: the index is not readable.
         IndexLockedError: another process is writing it.
         SireragError: the index uses a relatedness variant the update does not support.
     """
     settings = UpdateConfig(refresh_threshold=refresh_threshold, drift_warn=drift_warn).validate()
+    if sync and not (isinstance(add, (str, Path)) and Path(add).is_dir()):
+        raise ConfigError(f"--sync keeps an index in step with a folder; {add!r} is not a folder")
     out = Path(index)
     cache = Path(cache_dir) if cache_dir is not None else out / "cache"
     command = "add" if add is not None else "remove"
     start = time.perf_counter()
     try:
         with staged_index(out, command=command, keep=build_mod._kept_folders(out, cache)) as stage:
-            report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress)
+            report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress, sync)
     except _Unchanged as exc:
         return UpdateReport(out=out, changed=False, counts=exc.args[0])
     report.timings["total"] = round(time.perf_counter() - start, 3)
@@ -110,10 +117,10 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
 
 
 def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path, summarizer: Any,
-            command: str, settings: UpdateConfig, show_progress: bool) -> UpdateReport:
+            command: str, settings: UpdateConfig, show_progress: bool, sync: bool = False) -> UpdateReport:
     from sirerag.chunking import chunk_documents
     from sirerag.embedding import load_embedder
-    from sirerag.io.corpus import load_corpus
+    from sirerag.io.corpus import folder_files, load_corpus, stale_folder_ids
 
     old = load_index(out)
     manifest = dict(old.manifest)
@@ -126,7 +133,11 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
     with stage_timer(timings, "load"):
         new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \
             load_corpus(add, warn_passage_bytes=config.chunking.warn_passage_bytes)
-        plan = plan_changes(old.documents(), add=new_docs, remove=remove)
+        old_docs = old.documents()
+        if isinstance(add, (str, Path)) and Path(add).is_dir():  # a folder: its files' old sections go too
+            remove = [*remove, *stale_folder_ids([d.id for d in old_docs], [d.id for d in new_docs],
+                                                 folder_files(add), sync=sync)]
+        plan = plan_changes(old_docs, add=new_docs, remove=remove)
         counts: dict[str, Any] = {"documents_added": len(plan.added) - len(plan.updated),
                                   "documents_updated": len(plan.updated),
                                   "documents_removed": len(plan.removed) - len(plan.updated),
@@ -218,7 +229,7 @@ def _extract(chunks: list[Chunk], new_chunks: list[Chunk], plan: Plan, config: B
     """Propositions, failures and rewrite records of the new chunks only."""
     if not new_chunks:
         return [], [], []
-    if config.extraction.extractor == "offline" and not config.extraction.ner.startswith("spacy:"):
+    if config.extraction.extractor != "llm" and not config.extraction.ner.startswith("spacy:"):
         from sirerag.extraction.offline import OfflineExtractor, extract_offline
 
         extractor = OfflineExtractor().fit(c.text for c in chunks)  # the corpus-wide fit of a build

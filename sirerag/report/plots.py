@@ -17,6 +17,7 @@ from sirerag.io import read_json
 SIZE = (1100, 420)
 DPI = 100
 _AT = re.compile(r"^(passage_recall|answer_recall)@(\d+)$")
+_RANK = re.compile(r"^(ndcg|mrr)@(\d+)$")
 
 
 def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
@@ -98,13 +99,17 @@ def plot_results(results: Sequence[dict[str, Any]], out: str | Path, labels: Seq
 
 
 def comparison_table(results: Sequence[dict[str, Any]], labels: Sequence[str] | None = None) -> str:
-    """The metrics of several results side by side as aligned text (one column per result)."""
+    """The metrics of several results side by side as aligned text (one column per result): passage recall@k,
+    answer recall@T, nDCG@k and MRR@k, then what ranked them (retriever, pool rule, leaf share) and the counts."""
     names = list(labels) if labels else [label_of(r) for r in results]
     keys: list[str] = []
     for r in results:
         keys += [k for k in r if _AT.match(k) and k not in keys]
     keys.sort(key=lambda k: (_AT.match(k).group(1) != "passage_recall", int(_AT.match(k).group(2))))  # type: ignore[union-attr]
-    keys += ["n_questions", "pool_entries"]
+    ranks = sorted((k for r in results for k in r if _RANK.match(k)), key=lambda k: (k.split("@")[0] != "ndcg",
+                                                                                   int(k.split("@")[1])))
+    keys += list(dict.fromkeys(ranks))
+    keys += ["retriever", "pool_rule", "leaf_share", "n_questions", "pool_entries"]
     width = max([len(n) for n in names] + [8]) + 2
     lines = [f"{'':<22}" + "".join(f"{n:>{width}}" for n in names)]
     for key in keys:

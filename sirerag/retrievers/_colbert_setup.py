@@ -74,7 +74,7 @@ def resolve_checkpoint(checkpoint: str, *, download: bool = True) -> Path:
         f"checkpoint {checkpoint!r} is not a local folder, not in the Hugging Face cache, and could not be "
         f"downloaded ({reason}). On a machine with network run once: "
         f"huggingface-cli download {checkpoint} --local-dir ./{checkpoint.split('/')[-1]} "
-        f"and pass that folder (--checkpoint ./{checkpoint.split('/')[-1]})"
+        f"and give that folder in place of the name (./{checkpoint.split('/')[-1]})"
     )
 
 

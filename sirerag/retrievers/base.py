@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from sirerag.errors import InputError
 
@@ -25,6 +25,29 @@ class Retriever(Protocol):
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]: ...
 
+
+class Closing:
+    """``close()`` and the context-manager protocol of a retriever: ``with load_retriever(...) as r:``.
+
+    ``close`` releases what the retriever holds (a worker process, the retrievers it wraps or
+    fuses, named by :meth:`owned`); closing twice is harmless.
+    """
+
+    def owned(self) -> Sequence[Any]:
+        """The retrievers (or other closable objects) this one owns."""
+        return ()
+
+    def close(self) -> None:
+        for part in self.owned():
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_query(queries: str | Sequence[str]) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.lexical import METHODS, LexicalIndex, build_lexical_index, load_lexical_index, tokenize
-from sirerag.retrievers.base import Hit, check_query
+from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import top_k
 
 __all__ = ["METHODS", "BM25Retriever", "load", "tokenize"]
@@ -22,7 +22,7 @@ __all__ = ["METHODS", "BM25Retriever", "load", "tokenize"]
 logger = logging.getLogger(__name__)
 
 
-class BM25Retriever:
+class BM25Retriever(Closing):
     """BM25 (``method`` as in bm25s: ``lucene`` by default, ``robertson`` = classic Okapi)."""
 
     name = "bm25"

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.errors import ConfigError, IndexFormatError
-from sirerag.retrievers.base import Hit, check_query
+from sirerag.retrievers.base import Closing, Hit, check_query
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     return part[np.lexsort((part, -scores[part]))]
 
 
-class DenseRetriever:
+class DenseRetriever(Closing):
     """Exact inner product of L2-normalised embeddings (cosine similarity).
 
     Args:

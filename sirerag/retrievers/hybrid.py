@@ -15,7 +15,7 @@ import logging
 from typing import Any, Sequence
 
 from sirerag.errors import ConfigError, check
-from sirerag.retrievers.base import Hit, Retriever
+from sirerag.retrievers.base import Closing, Hit, Retriever
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def score_fusion(results: Sequence[Sequence[Hit]], *,
 FUSIONS = ("score", "rrf")
 
 
-class FusionRetriever:
+class FusionRetriever(Closing):
     """Ranks entries by fusing its parts' rankings.
 
     Args:
@@ -84,6 +84,9 @@ class FusionRetriever:
         self.rrf_k = float(rrf_k)
         self.depth = depth
         self.name = "+".join(p.name for p in self.parts)
+
+    def owned(self) -> Sequence[Retriever]:
+        return self.parts
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.search_many([query], k)[0]

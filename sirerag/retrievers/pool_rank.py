@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sirerag.errors import check
-from sirerag.retrievers.base import Hit, Retriever
+from sirerag.retrievers.base import Closing, Hit, Retriever
 from sirerag.types import Pool
 
 
@@ -82,7 +82,7 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
     return out
 
 
-class PoolRanker:
+class PoolRanker(Closing):
     """Wraps a retriever and rearranges its rankings over a full pool by :func:`arrange`.
 
     Args:
@@ -100,6 +100,9 @@ class PoolRanker:
         self.base, self.pool, self.depth = base, pool, depth
         self.name = base.name
 
+    def owned(self) -> Sequence[Any]:
+        return (self.base,)
+
     def __getattr__(self, name: str) -> Any:  # fallbacks, linking details... of the wrapped retriever
         if name == "base":
             raise AttributeError(name)
@@ -116,3 +119,12 @@ class PoolRanker:
 def has_non_leaves(pool: Pool) -> bool:
     """True when the pool holds summaries, aggregates or propositions besides leaves."""
     return any(e.kind != "leaf" for e in pool.entries)
+
+
+def describe(retriever: Any) -> dict[str, Any]:
+    """What ranked the results, for reports: ``{"retriever", "pool_rule", "leaf_share"}``; ``pool_rule`` is
+    ``passages`` when the rule of this module rearranged the ranking (with its ``leaf_share``), else
+    ``native`` (asked for, or a pool of leaves only, where the rule changes nothing) and ``leaf_share`` None."""
+    if isinstance(retriever, PoolRanker):
+        return {"retriever": retriever.name, "pool_rule": "passages", "leaf_share": float(retriever.rule.leaf_share)}
+    return {"retriever": getattr(retriever, "name", "?"), "pool_rule": "native", "leaf_share": None}

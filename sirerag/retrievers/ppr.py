@@ -25,7 +25,7 @@ from sirerag.graph.build import EntityGraph
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.graph.query_aids import seed_rows
-from sirerag.retrievers.base import Hit, check_query
+from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.types import Pool
 
@@ -71,7 +71,7 @@ def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix, how: str) -> np.ndarray
     return out
 
 
-class PPRRetriever:
+class PPRRetriever(Closing):
     """Personalized PageRank retriever over a pool and its entity graph.
 
     Args:

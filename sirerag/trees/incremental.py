@@ -28,7 +28,8 @@ Two kinds of changed cluster keep their summary text instead (no model call, the
   member whose text grew by one proposition only those of the proposition; accumulated over
   updates in ``staleness``, by node id) are at most ``refresh_threshold`` times its members' tokens. Past that share it is written again
   (and its count starts again from zero). ``refresh_threshold=0`` rewrites every cluster whose
-  members' texts changed.
+  members' texts changed. A summary that quotes a sentence only a dropped member held (words of an
+  edited or removed document) is always written again.
 
 Such a node gets its new ``children`` and ``passages`` exactly, and so a new content-hash id
 (text + children), as any node whose children change.

@@ -2,7 +2,9 @@
 
 A changed cluster keeps its summary text while the tokens added to or dropped from its members'
 texts since that text was written (bags of token ids compared; accumulated over updates) are at
-most ``threshold`` times its members' tokens, and always when its members' texts are the same.
+most ``threshold`` times its members' tokens, and always when its members' texts are the same;
+never when the text quotes a sentence that only a dropped member held (an edited or removed
+document's words stay nowhere in the pool).
 The kept node gets its new children and passages, and so the content-hash id of (text, children).
 LightRAG's ``force_llm_summary_on_merge`` makes the same trade for merged entity descriptions.
 """
@@ -12,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from sirerag.chunking import sentence_spans
 from sirerag.tokens import get_encoding
 from sirerag.types import Node
 
@@ -36,6 +39,8 @@ class Staleness:
         """
         now = Counter(by_id[m].text for m in members)
         before = Counter(old_by_id[c].text for c in parent.children)
+        if quotes_dropped(parent.text, before - now, now):
+            return None  # it would keep words of an updated or removed document: written again
         added, dropped = _bag(now - before), _bag(before - now)
         changed = sum(((added - dropped) + (dropped - added)).values())
         total = self.changed.get(parent.id, 0) + changed
@@ -62,3 +67,22 @@ def _bag(texts: Counter) -> Counter:
             for token, k in Counter(ids).items():
                 bag[token] += k * n
     return bag
+
+
+#: sentences shorter than this (characters) are too common to count as a quote
+MIN_QUOTE = 12
+
+
+def quotes_dropped(text: str, dropped: Counter, now: Counter) -> bool:
+    """True when ``text`` quotes a sentence that only the dropped members held (an extractive summary
+    keeps its members' sentences), so keeping it would leave an updated or removed document's words in
+    the pool."""
+    if not dropped:
+        return False
+    current = "\n".join(now)
+    for member in dropped:
+        for start, end in sentence_spans(member):
+            sentence = member[start:end].strip()
+            if len(sentence) >= MIN_QUOTE and sentence in text and sentence not in current:
+                return True
+    return False

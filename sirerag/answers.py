@@ -1,0 +1,144 @@
+"""What the public API hands back: search results with their text and provenance, and answers.
+
+:class:`SearchResult` is one ranked pool entry with everything a caller needs to show or
+read it (no further look-up in the pool). :func:`answer_question` is ``sirerag ask`` and
+``Index.ask``: it reads the ranked entries in order up to a token budget with the QA reader's
+prompt and request (:func:`sirerag.evaluation.qa.reader_request`, the prompt of
+``sirerag eval --reader``) and returns the answer with the entries it read as numbered sources.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from sirerag.errors import check
+from sirerag.evaluation.qa import clean_answer, reader_request
+from sirerag.evaluation.retrieval import ContextBuilder
+from sirerag.retrievers.base import Hit
+from sirerag.types import Document, Node
+
+logger = logging.getLogger(__name__)
+
+#: reading budget of an answer (cl100k tokens of context) and its completion budget
+DEFAULT_TOKEN_BUDGET = 1024
+DEFAULT_ANSWER_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One ranked pool entry.
+
+    Attributes:
+        entry_id: the pool entry's id.
+        score: the retriever's score (comparable within one query).
+        text: what the retriever ranked and a reader reads.
+        title: a leaf's document title (a folder file's relative path); an aggregate's entity;
+            empty for a summary.
+        tree: ``similarity`` or ``relatedness``.
+        kind: ``leaf``, ``summary``, ``aggregate`` or ``proposition``.
+        level: 0 for leaves and aggregates, 1.. for summaries.
+        passages: ids of the source documents under the entry, in corpus order.
+        section: a leaf's Markdown heading path (``"Install > Linux"``), else empty.
+    """
+
+    entry_id: str
+    score: float
+    text: str
+    title: str
+    tree: str
+    kind: str
+    level: int
+    passages: tuple[str, ...]
+    section: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.entry_id, "score": self.score, "title": self.title, "section": self.section,
+                "tree": self.tree, "kind": self.kind, "level": self.level, "passages": list(self.passages),
+                "text": self.text}
+
+
+def make_result(hit: Hit, entry: Node, documents: Mapping[str, Document]) -> SearchResult:
+    """The :class:`SearchResult` of a hit on ``entry``; ``documents`` by id give leaves their titles."""
+    title, section = "", ""
+    if entry.kind == "leaf" and entry.passages and entry.passages[0] in documents:
+        doc = documents[entry.passages[0]]
+        title, section = doc.title, doc.section
+    elif entry.kind == "aggregate" and entry.entity:
+        title = entry.entity
+    return SearchResult(entry_id=entry.id, score=float(hit.score), text=entry.text, title=title, tree=entry.tree,
+                        kind=entry.kind, level=entry.level, passages=tuple(entry.passages), section=section)
+
+
+def source_label(result: SearchResult) -> str:
+    """``title > section (passage ID)`` of a leaf; ``kind of N passages (ID, ...)`` otherwise."""
+    if result.kind == "leaf":
+        name = " > ".join(p for p in (result.title, result.section) if p) or "(untitled)"
+        return f"{name} (passage {', '.join(result.passages)})"
+    shown = ", ".join(result.passages[:5]) + (", ..." if len(result.passages) > 5 else "")
+    what = f"{result.kind} '{result.title}'" if result.title else result.kind
+    return f"{what} over {len(result.passages)} passage(s) ({shown})"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer and what it was read from.
+
+    Attributes:
+        question: the question asked.
+        text: the reader's answer (first line, without an ``Answer:`` prefix).
+        sources: the entries the reader got, in rank order (the last may have been cut at the budget).
+        llm: the reader's spec.
+        context_tokens: tokens of context read.
+        cached: the answer came from a call cache.
+    """
+
+    question: str
+    text: str
+    sources: tuple[SearchResult, ...]
+    llm: str
+    context_tokens: int
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "answer": self.text, "llm": self.llm,
+                "context_tokens": self.context_tokens, "cached": self.cached,
+                "sources": [{"n": n, **s.to_dict()} for n, s in enumerate(self.sources, start=1)]}
+
+    def __str__(self) -> str:
+        lines = [self.text or "(no answer)", "", "sources:"]
+        lines += [f"  [{n}] {source_label(s)}" for n, s in enumerate(self.sources, start=1)]
+        return "\n".join(lines)
+
+
+def answer_question(question: str, results: Sequence[SearchResult], llm: Any, pool: Any, *,
+                    token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS) -> Answer:
+    """Read ``results`` in rank order up to ``token_budget`` tokens and ask ``llm`` the question.
+
+    Args:
+        question: the question.
+        results: ranked entries of ``pool`` (from a search for the question).
+        llm: an object following :class:`~sirerag.llm.base.LLM`.
+        pool: the pool the results rank.
+        token_budget: cl100k tokens of context at most (the last entry read is cut at the budget).
+        max_tokens: completion budget of the answer.
+
+    Raises:
+        ConfigError: a budget is not a positive integer.
+        LLMCallError: the reader failed (after its retries).
+    """
+    check(isinstance(token_budget, int) and token_budget >= 1, "token_budget", token_budget, "an integer >= 1")
+    check(isinstance(max_tokens, int) and max_tokens >= 1, "max_tokens", max_tokens, "an integer >= 1")
+    builder = ContextBuilder(pool)
+    read: list[SearchResult] = []
+    used = 0
+    for result in results:
+        if used >= token_budget:
+            break
+        read.append(result)
+        used = min(token_budget, used + len(builder.tokens(result.entry_id)))
+    context = builder.context([Hit(r.entry_id, r.score) for r in read], token_budget)
+    completion = llm.complete(reader_request(question, context, max_tokens=max_tokens))
+    logger.debug("answered %r from %d entries (%d tokens) with %s", question, len(read), used, llm.spec)
+    return Answer(question=question, text=clean_answer(completion.text), sources=tuple(read), llm=llm.spec,
+                  context_tokens=used, cached=bool(getattr(completion, "cached", False)))

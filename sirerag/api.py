@@ -1,0 +1,273 @@
+"""``sirerag.Index``: build, search, update, export and ask an index from Python.
+
+:class:`Index` is a thin front door: building and updating run the pipeline
+(:func:`sirerag.pipeline.build.build_index`, :func:`sirerag.pipeline.update.update_index`),
+searching the retrievers (:func:`sirerag.retrievers.load_retriever`), exporting
+:func:`sirerag.export.export_pool`, and asking the QA reader
+(:func:`sirerag.answers.answer_question`). Retrievers are loaded once per name and options and
+kept until :meth:`Index.close` (or the end of a ``with`` block); an add or remove reloads the index.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
+from sirerag.config import BuildConfig
+from sirerag.config.sections import _SECTIONS
+from sirerag.errors import ConfigError, check
+from sirerag.retrievers.base import check_query
+
+logger = logging.getLogger(__name__)
+
+#: ``Index.build`` keywords that take one value of a section (``llm="openai:m"`` is ``llm={"spec": ...}``)
+SHORTHANDS: dict[str, tuple[str, str]] = {
+    "embedder": ("embedder", "spec"), "llm": ("llm", "spec"), "chunking": ("chunking", "mode"),
+    "graph": ("graph", "enabled"), "extractor": ("extraction", "extractor"), "engine": ("engine", "name"),
+}
+
+
+def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildConfig:
+    """``config`` (default :class:`BuildConfig`) with ``settings`` applied, validated.
+
+    ``settings``: ``trees`` (a tuple, a comma string or ``"none"``), ``seed``, any config section as a
+    mapping of its fields or as its dataclass (``tree={"levels": 2}``), and the shorthands of
+    :data:`SHORTHANDS` (``llm="hf:smollm2"``, ``chunking="passage"``, ``graph=True``...).
+
+    Raises:
+        ConfigError: an unknown setting, a value of the wrong type or out of range.
+    """
+    config = config if config is not None else BuildConfig()
+    check(isinstance(config, BuildConfig), "config", config, "a sirerag.config.BuildConfig")
+    overrides: dict[str, Any] = {}
+    for name, value in settings.items():
+        if name == "trees" and isinstance(value, str):
+            value = () if value.strip() == "none" else tuple(t.strip() for t in value.split(",") if t.strip())
+        elif name == "trees" and isinstance(value, list):
+            value = tuple(value)
+        if name in SHORTHANDS and not isinstance(value, Mapping) and not is_dataclass(value):
+            section, field = SHORTHANDS[name]
+            overrides.setdefault(section, {})[field] = value
+        elif name in _SECTIONS and is_dataclass(value):
+            overrides.setdefault(name, {}).update({f.name: getattr(value, f.name) for f in fields(value)})
+        elif name in _SECTIONS and isinstance(value, Mapping):
+            overrides.setdefault(name, {}).update(value)
+        elif name in ("trees", "seed"):
+            overrides[name] = value
+        else:
+            allowed = sorted({"trees", "seed", *_SECTIONS, *SHORTHANDS})
+            raise ConfigError(f"unknown build setting {name}={value!r}; allowed: {allowed}")
+    return config.with_overrides(**overrides).validate()
+
+
+class Index:
+    """A sirerag index directory, ready to search. Use :meth:`build` or :meth:`load`, not the constructor.
+
+    Attributes:
+        path: the index directory.
+    """
+
+    def __init__(self, loaded: Any) -> None:
+        self._loaded = loaded  # sirerag.pool.Index
+        self._retrievers: dict[tuple[str | None, str], Any] = {}
+        self._documents: dict[str, Any] | None = None
+
+    # -- making one ---------------------------------------------------------------------------------
+    @classmethod
+    def build(cls, corpus: str | Path | Sequence[Any], out: str | Path, *, config: BuildConfig | None = None,
+              cache_dir: str | Path | None = None, show_progress: bool = False, **settings: Any) -> "Index":
+        """Build an index from ``corpus`` into ``out`` and load it.
+
+        Args:
+            corpus: a ``.jsonl``/``.json`` file, a folder of ``.txt``/``.md`` files, or documents.
+            out: the index directory (missing, empty, or an earlier sirerag index).
+            config: base settings (default :class:`~sirerag.config.BuildConfig`).
+            cache_dir: model-call caches (default ``out/cache``).
+            show_progress: progress bars.
+            **settings: overrides of ``config`` (:func:`build_config`), all checked before any work.
+
+        Raises:
+            ConfigError, InputError, IndexLockedError: as :func:`~sirerag.pipeline.build.build_index`.
+        """
+        from sirerag.pipeline.build import build_index
+
+        resolved = build_config(config, **settings)
+        build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=show_progress)
+        return cls.load(out)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Index":
+        """Load an index directory (checked against its manifest).
+
+        Raises:
+            IndexFormatError: the directory is not a sirerag index or is damaged.
+        """
+        from sirerag.pool import load_index
+
+        return cls(load_index(path))
+
+    # -- what it holds ----------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self._loaded.path
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self._loaded.manifest
+
+    @property
+    def pool(self) -> Any:
+        """The :class:`~sirerag.types.Pool` (entries and embeddings)."""
+        return self._loaded.pool
+
+    @property
+    def loaded(self) -> Any:
+        """The underlying :class:`sirerag.pool.Index` (for :func:`~sirerag.retrievers.load_retriever` & co)."""
+        return self._loaded
+
+    def __len__(self) -> int:
+        return len(self._loaded.pool)
+
+    def __repr__(self) -> str:
+        return f"sirerag.Index({str(self.path)!r}, entries={len(self)})"
+
+    def documents(self) -> list[Any]:
+        """The documents the index holds (:class:`~sirerag.types.Document`)."""
+        return self._loaded.documents()
+
+    # -- searching --------------------------------------------------------------------------------
+    def retriever(self, retriever: str | None = None, **options: Any) -> Any:
+        """The retriever ``retriever`` with ``options`` (None: the default for this index), loaded once
+        and kept until :meth:`close`. Options as :func:`~sirerag.retrievers.load_retriever`."""
+        from sirerag.retrievers import load_retriever
+
+        key = (retriever, repr(sorted(options.items())))
+        if key not in self._retrievers:
+            self._retrievers[key] = load_retriever(retriever, self._loaded, **options)
+        return self._retrievers[key]
+
+    def search(self, query: str, k: int = 10, retriever: str | None = None, **options: Any) -> list[SearchResult]:
+        """The ``k`` best pool entries for ``query``, best first.
+
+        Args:
+            query: a question or keywords.
+            k: how many entries.
+            retriever: ``dense``, ``bm25``, ``colbert``, ``ppr`` or a fusion such as ``dense+bm25`` (None: ppr
+                when the index has a graph, else dense).
+            **options: retriever and pool-rule options (``pool_rule="native"``, ``leaf_share=0.8``, ``linking``...).
+
+        Raises:
+            InputError: an empty query. ConfigError: a bad ``k``, retriever or option.
+        """
+        check_query(query)
+        return self.search_many([query], k=k, retriever=retriever, **options)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10, retriever: str | None = None,
+                    **options: Any) -> list[list[SearchResult]]:
+        """:meth:`search` for many queries in one batch (one list of results per query, in order)."""
+        check(isinstance(k, int) and not isinstance(k, bool) and k >= 1, "k", k, "a positive integer")
+        queries = list(queries)
+        check_query(queries)
+        if not queries:
+            return []
+        hits = self.retriever(retriever, **options).search_many(queries, k=k)
+        return [[self._result(hit) for hit in row] for row in hits]
+
+    def _result(self, hit: Any) -> SearchResult:
+        if self._documents is None:  # titles of the leaves' documents (an index may have been written without)
+            from sirerag.pool import DOCUMENTS
+
+            has = DOCUMENTS in (self._loaded.manifest.get("files") or {})
+            self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
+        return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents)
+
+    # -- asking -----------------------------------------------------------------------------------
+    def ask(self, question: str, llm: Any, *, k: int = 10, retriever: str | None = None,
+            token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
+            cache_dir: str | Path | None = None, **options: Any) -> Answer:
+        """Answer ``question`` from the ``k`` best entries, read in order up to ``token_budget`` tokens
+        with the QA reader's prompt (``sirerag eval --reader``).
+
+        Args:
+            question: the question.
+            llm: an LLM spec (``openai:MODEL@URL``, ``hf:smollm2``...) or a loaded LLM.
+            k, retriever, **options: as :meth:`search`.
+            token_budget: context tokens at most. max_tokens: the answer's completion budget.
+            cache_dir: cache the reader's calls here (default: no cache).
+
+        Raises:
+            InputError: an empty question. ConfigError: a bad spec or setting.
+            LLMCallError: the reader failed.
+        """
+        from sirerag.answers import answer_question
+
+        check_query(question)
+        reader = llm
+        if isinstance(llm, str):
+            from sirerag.config import LLMConfig
+            from sirerag.llm.factory import load_llm
+
+            reader = load_llm(llm, config=LLMConfig(), cache_dir=cache_dir)
+        results = self.search(question, k=k, retriever=retriever, **options)
+        try:
+            return answer_question(question, results, reader, self.pool, token_budget=token_budget,
+                                   max_tokens=max_tokens)
+        finally:
+            if reader is not llm:
+                close = getattr(getattr(reader, "cache", None), "close", None)
+                if close is not None:
+                    close()
+
+    # -- changing and exporting -------------------------------------------------------------------
+    def add(self, corpus: str | Path | Sequence[Any], *, sync: bool = False, **options: Any) -> Any:
+        """Add or update documents in place (``sirerag add``) and reload; returns the
+        :class:`~sirerag.pipeline.update.UpdateReport`. A folder's documents are keyed by relative path;
+        ``sync=True`` also removes those whose files are gone. ``options``: ``cache_dir``,
+        ``refresh_threshold``, ``drift_warn``, ``show_progress``."""
+        from sirerag.pipeline.update import update_index
+
+        report = update_index(self.path, add=corpus, sync=sync, **options)
+        self._reload()
+        return report
+
+    def remove(self, ids: Iterable[str], **options: Any) -> Any:
+        """Remove documents by id (``sirerag remove``) and reload; unknown ids change nothing and raise
+        :class:`~sirerag.errors.InputError`."""
+        from sirerag.pipeline.update import update_index
+
+        if isinstance(ids, str):
+            ids = [ids]
+        report = update_index(self.path, remove=list(ids), **options)
+        self._reload()
+        return report
+
+    def export(self, out: str | Path, format: str = "jsonl", *, overwrite: bool = False) -> Any:
+        """Write the pool for other tools (``beir``, ``colbert``, ``jsonl``, ``parquet``); returns the
+        :class:`~sirerag.export.ExportReport`."""
+        from sirerag.export import export_pool
+
+        return export_pool(self._loaded, out, format, overwrite=overwrite)
+
+    def _reload(self) -> None:
+        from sirerag.pool import load_index
+
+        self.close()
+        self._loaded = load_index(self.path)
+        self._documents = None
+
+    # -- releasing --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the retrievers this index opened (a ColBERT worker process, ...)."""
+        retrievers, self._retrievers = list(self._retrievers.values()), {}
+        for retriever in retrievers:
+            close = getattr(retriever, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

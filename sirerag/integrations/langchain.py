@@ -1,0 +1,52 @@
+"""A LangChain retriever over a sirerag index (extra ``langchain``: ``pip install 'sirerag[langchain]'``).
+
+    from sirerag.integrations.langchain import SireragRetriever
+
+    retriever = SireragRetriever(index="my_index", k=5)
+    docs = retriever.invoke("Who designed the Harwick Bridge?")   # or use it in any runnable chain
+
+Each result is a ``Document`` with the pool entry's text as ``page_content``, its id as ``id`` and the
+provenance in ``metadata`` (:func:`sirerag.integrations.metadata`: title, section, tree, kind, level,
+source passage ids) plus the retriever's ``score``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sirerag.errors import require
+from sirerag.integrations import metadata, open_index
+
+require("langchain_core", "langchain", purpose="the LangChain retriever")
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from pydantic import ConfigDict, field_validator  # noqa: E402
+
+
+class SireragRetriever(BaseRetriever):
+    """LangChain ``BaseRetriever`` answering with the entries of a sirerag index.
+
+    Args:
+        index: a :class:`sirerag.Index` or an index directory.
+        k: entries per query.
+        retriever: sirerag retriever (``dense``, ``bm25``, ``ppr``, ``dense+bm25``...; None: the index's default).
+        options: retriever and pool-rule options (as :meth:`sirerag.Index.search`).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: Any
+    k: int = 10
+    retriever: str | None = None
+    options: dict[str, Any] = {}
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _open(cls, value: Any) -> Any:
+        return open_index(value)
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        results = self.index.search(query, k=self.k, retriever=self.retriever, **self.options)
+        return [Document(page_content=r.text, id=r.entry_id, metadata={**metadata(r, self.index), "score": r.score})
+                for r in results]

@@ -1,0 +1,26 @@
+"""A three-document corpus and its leaves-only index, for tests of the public API, ``ask`` and the integrations
+(seconds to build: MiniLM, no trees)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROWS = [
+    {"id": "harwick", "title": "Harwick Bridge", "text": "The Harwick Bridge was designed by Margaret Lowe in 1901."},
+    {"id": "elm", "title": "Elm river", "text": "The Elm river flows through Elmford into the North Sea."},
+    {"id": "okavango", "title": "Okavango Delta", "text": "The Okavango Delta lies in Botswana, in Africa."},
+]
+QUESTION = "Who designed the Harwick Bridge?"
+
+
+def write_corpus(path: Path, rows: list[dict] = ROWS) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def build_tiny_index(root: Path) -> Path:
+    """``root/index`` built from :data:`ROWS` with ``trees="none"``."""
+    import sirerag
+
+    sirerag.Index.build(write_corpus(root / "corpus.jsonl"), root / "index", trees="none").close()
+    return root / "index"
