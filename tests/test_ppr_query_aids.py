@@ -43,8 +43,8 @@ def _forget_aids(monkeypatch):
 
     load = store.load_graph
 
-    def without_aids(folder):
-        graph, meta = load(folder)
+    def without_aids(folder, **kwargs):
+        graph, meta = load(folder, **kwargs)
         return graph, {k: v for k, v in meta.items() if k != "query_aids"}
 
     monkeypatch.setattr(store, "load_graph", without_aids)

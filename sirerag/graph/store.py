@@ -70,8 +70,9 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         raise IndexFormatError(str(exc)) from exc
 
 
-def load_graph(directory: str | Path) -> tuple[EntityGraph, dict[str, Any]]:
-    """Read a graph written by :func:`save_graph`; returns ``(graph, metadata)``.
+def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGraph, dict[str, Any]]:
+    """Read a graph written by :func:`save_graph`; returns ``(graph, metadata)``. With ``facts=False`` the
+    facts and their embeddings are not read (the graph has none): what a search without fact linking needs.
 
     Raises:
         IndexFormatError: a file is missing, of another format version, or inconsistent.
@@ -96,15 +97,16 @@ def load_graph(directory: str | Path) -> tuple[EntityGraph, dict[str, Any]]:
             or (indices.size and (indices.min() < 0 or indices.max() >= n)):
         raise IndexFormatError(f"{directory}: adjacency arrays do not describe a {n}-node CSR matrix")
     adjacency = sp.csr_matrix((data, indices, indptr), shape=(n, n))
-    facts = tuple(GraphFact(id=r["id"], text=r["text"], passage=r["passage"], entities=tuple(r["entities"]))
-                  for r in _rows(directory / _FACTS))
     ent_emb = load_npy(directory / "entity_embeddings.npy", mmap=True)
-    fact_emb = load_npy(directory / "fact_embeddings.npy", mmap=True)
-    if ent_emb.shape[0] != len(entities) or fact_emb.shape[0] not in (0, len(facts)):
+    read_facts = tuple(GraphFact(id=r["id"], text=r["text"], passage=r["passage"], entities=tuple(r["entities"]))
+                       for r in _rows(directory / _FACTS)) if facts else ()
+    fact_emb = load_npy(directory / "fact_embeddings.npy", mmap=True) if facts else \
+        np.zeros((0, ent_emb.shape[1]), np.float32)
+    if ent_emb.shape[0] != len(entities) or fact_emb.shape[0] not in (0, len(read_facts)):
         raise IndexFormatError(f"{directory}: embeddings have {ent_emb.shape[0]} entity and {fact_emb.shape[0]} "
-                               f"fact rows for {len(entities)} entities and {len(facts)} facts")
+                               f"fact rows for {len(entities)} entities and {len(read_facts)} facts")
     graph = EntityGraph(entities=tuple(entities), passages=tuple(passages), adjacency=adjacency,
-                        entity_passages=counts, facts=facts, entity_embeddings=ent_emb,
+                        entity_passages=counts, facts=read_facts, entity_embeddings=ent_emb,
                         fact_embeddings=fact_emb, stats=meta.get("stats", {}))
     return graph, meta
 

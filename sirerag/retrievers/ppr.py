@@ -277,7 +277,7 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
     folder = index.component("graph")
     if folder is None:
         raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
-    graph, meta = load_graph(folder)
+    graph, meta = load_graph(folder, facts=linking == "fact")  # facts serve fact linking only
     aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))
     kwargs = {name: options[name] if options.get(name) is not None else settings[name]
