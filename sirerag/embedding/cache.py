@@ -233,7 +233,7 @@ class EmbedWorker:
     """A worker factory that loads the embedder ``spec`` (no cache) where it runs.
 
     Args:
-        spec: the spec given to :func:`~sirerag.embedding.load_embedder`.
+        spec: the spec given to :func:`~sirerag.embedding.load_embedder` (:func:`~sirerag.embedding.backends.make_embedder`).
         batch_size: texts per forward pass.
         side: ``document`` or ``query``.
     """
@@ -242,7 +242,7 @@ class EmbedWorker:
         self.spec, self.batch_size, self.side = spec, batch_size, side
 
     def __call__(self) -> Worker:
-        from sirerag.embedding import load_embedder
+        from sirerag.embedding.backends import make_embedder
 
-        inner = load_embedder(self.spec, batch_size=self.batch_size, cache_dir=None, show_progress=False)
+        inner = make_embedder(self.spec, batch_size=self.batch_size)
         return _InnerWorker(inner, self.side)()
