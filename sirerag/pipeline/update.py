@@ -194,10 +194,10 @@ class IncrementalRunner(IndexWriter):
         new_chunks, config = self.new_chunks, self.config
         if not new_chunks:
             return [], [], []
-        if config.extraction.extractor == "offline" and not config.extraction.ner.startswith("spacy:"):
-            from sirerag.extraction.offline import OfflineExtractor, extract_offline
+        if config.extraction.extractor == "offline":  # the rule tagger is fitted on all chunks, as in a build
+            from sirerag.extraction.offline import extract_offline, offline_extractor
 
-            extractor = OfflineExtractor().fit(c.text for c in self.chunks)  # the corpus-wide fit of a build
+            extractor = offline_extractor(config.extraction.ner, lambda: (c.text for c in self.chunks))
             return extract_offline(new_chunks, self.change.added, extractor), [], []
         from sirerag.extraction import extract
 
