@@ -49,11 +49,12 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
     if cache_dir is None:
         return embedder
     from sirerag.embedding.cache import EmbedWorker
+    from sirerag.engine import runs_here
 
     def worker(side: str) -> EmbedWorker:
         return EmbedWorker(spec, batch_size, side)
 
-    remote = worker if engine is not None and engine.name != "local" else None
+    remote = None if runs_here(engine) else worker
     return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
                           show_progress=show_progress, engine=engine, remote=remote)
 

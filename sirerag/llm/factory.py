@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sirerag.config import LLMConfig
+from sirerag.engine import runs_here
 from sirerag.llm.backend import BACKENDS, ParsedSpec, describe_spec, make_backend, parse_spec
 from sirerag.llm.base import LLM
 
@@ -46,7 +47,7 @@ def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Pat
     config.validate()
     parsed = parse_spec(spec)
     llm: LLM
-    if (engine is not None and engine.name != "local") or len(parsed.base_urls) > 1:
+    if not runs_here(engine) or len(parsed.base_urls) > 1:
         llm = _engine_llm(spec, parsed, config, engine, engine_batch_size)
     else:
         llm = make_backend(spec, config)

@@ -128,7 +128,7 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         runner = IncrementalRunner(old, add, remove, stage, config, models, settings, show_progress=show_progress)
         BuildPlan.from_config(config).walk(runner, timings=timings, on_stage=on_stage)
         drift = runner.finish(command, settings)
-    return UpdateReport(out=out, changed=True, counts=runner.changes, timings=timings, drift=drift)
+    return UpdateReport(out=out, changed=True, counts=runner.update_counts, timings=timings, drift=drift)
 
 
 class IncrementalRunner(IndexWriter):
@@ -146,7 +146,7 @@ class IncrementalRunner(IndexWriter):
                                 refresh_threshold=settings.refresh_threshold, staleness=self.manifest.get("staleness"))
         self.change: Plan  # the documents added and removed (the load stage reads them)
         self.new_chunks: list[Chunk] = []
-        self.changes: dict[str, Any] = {}
+        self.update_counts: dict[str, Any] = {}
 
     def load(self, stage: Stage) -> None:
         from sirerag.chunking import chunk_documents
@@ -156,11 +156,12 @@ class IncrementalRunner(IndexWriter):
         new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \
             load_corpus(add, warn_passage_bytes=config.chunking.warn_passage_bytes)
         self.change = plan = plan_changes(self.old.documents(), add=new_docs, remove=self.remove)
-        self.changes = {"documents_added": len(plan.added) - len(plan.updated), "documents_updated": len(plan.updated),
-                        "documents_removed": len(plan.removed) - len(plan.updated),
-                        "documents_skipped": plan.skipped, "summaries_written": 0, "chunks_extracted": 0}
+        self.update_counts = {"documents_added": len(plan.added) - len(plan.updated),
+                              "documents_updated": len(plan.updated),
+                              "documents_removed": len(plan.removed) - len(plan.updated),
+                              "documents_skipped": plan.skipped, "summaries_written": 0, "chunks_extracted": 0}
         if plan.empty:
-            raise _Unchanged(self.changes)
+            raise _Unchanged(self.update_counts)
         self.new_chunks = chunk_documents(plan.added, config.chunking)
         self.documents = plan.documents
         self.chunks = [c for c in self.old.chunks() if c.doc_id not in plan.removed] + self.new_chunks
@@ -182,7 +183,7 @@ class IncrementalRunner(IndexWriter):
     def extraction(self, stage: Stage) -> None:
         fresh, failures, rewrites = self._extract()
         self.propositions = [p for p in self.old.propositions() if p.doc_id not in self.change.removed] + fresh
-        self.changes["chunks_extracted"] = len(self.new_chunks)
+        self.update_counts["chunks_extracted"] = len(self.new_chunks)
         save_records(self.out, PROPOSITIONS, self.propositions)
         old, removed = self.old.path, self.change.removed
         write_jsonl(self.out / FAILURES, merged_records(old / FAILURES, removed, failures))
@@ -224,7 +225,7 @@ class IncrementalRunner(IndexWriter):
 
     def finish(self, command: str, settings: UpdateConfig) -> dict[str, Any]:
         """Count the change, record it in the manifest's history and drift, write the manifest; returns the drift."""
-        trees, changes = self.trees, self.changes
+        trees, changes = self.trees, self.update_counts
         changes["summaries_written"] = trees.written
         changes["summaries_stale"] = sum(t.get("summaries_stale", 0) for t in trees.stats.values())
         stale = trees.stale()
