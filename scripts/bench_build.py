@@ -5,19 +5,19 @@ Example::
     python scripts/bench_build.py ../shared/bench/2wikimultihopqa/corpus.jsonl --out /tmp/2wiki \
         --json build_2wiki.json -- --graph
 
-Arguments after ``--`` go to ``sirerag build``. The build runs through the CLI entry
-point, so it gets the CLI's process setup (numba's on-disk cache). Recorded per
-stage (a stage runs from the build's ``stage NAME ...`` log line to the next one;
-``load`` includes the embedder load): wall and CPU seconds, peak RSS so far, numba
-compilation (CPU seconds, outermost compilations only) and texts embedded with their
-wall time. ``--numba-cache DIR`` uses DIR as numba's cache (an empty one measures a
+Arguments after ``--`` go to ``sirerag build``: they are parsed by the CLI's parser and the
+build gets the CLI's process setup (numba's on-disk cache), then runs through ``build_index``
+with an ``on_stage`` hook. Recorded per stage of the build plan (from the stage's start event
+to its end; a model is loaded in the first stage that uses it), and for ``setup`` (imports,
+numba set-up, up to the first stage) and ``finish`` (the manifest and the commit): wall and
+CPU seconds, peak RSS so far, numba compilation (CPU seconds, outermost compilations only)
+and texts embedded with their wall time. ``--numba-cache DIR`` uses DIR as numba's cache (an empty one measures a
 first run); run the script twice for the second-run cost.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import resource
 import sys
@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 
-class Probe(logging.Handler):
-    """Counts numba compilations and embedded texts, and cuts the run into stages at the
-    build's ``stage NAME ...`` log lines."""
+class Probe:
+    """Counts numba compilations and embedded texts, and records the build's stages from its
+    ``on_stage`` events."""
 
     def __init__(self) -> None:
-        super().__init__(level=logging.INFO)
         self.compile_cpu = 0.0
         self.compiles = 0
         self.embedded = 0
@@ -45,16 +44,20 @@ class Probe(logging.Handler):
                 "embedded": self.embedded, "embed_wall": self.embed_wall}
 
     def cut(self, name: str) -> None:
-        """Close the running stage and start ``name``."""
+        """Record the interval since the last cut as ``name``."""
         now = self._mark()
-        if self.stages:
-            self.stages[-1].update(_delta(self._start, now))
-        self.stages.append({"stage": name})
+        self.stages.append({"stage": name, **_delta(self._start, now)})
         self._start = now
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.msg == "stage %s ..." and record.args:
-            self.cut(str(record.args[0]))
+    def on_stage(self, name: str, event: str, seconds: float) -> None:
+        """The build's stage hook: the time before a stage starts goes to ``setup`` (or is dropped
+        between stages, where the build does nothing of note); a stage is recorded when it ends."""
+        if event == "start":
+            if not self.stages:
+                self.cut("setup")
+            self._start = self._mark()
+        else:
+            self.cut(name)
 
     def compile_listener(self) -> Any:
         """A numba event listener adding the CPU time of outermost compilations to this probe."""
@@ -129,19 +132,25 @@ def main(argv: list[str] | None = None) -> int:
     import numba.core.event as numba_events
 
     numba_events.register("numba:compile", probe.compile_listener())
-    logging.getLogger("sirerag.pipeline.build").addHandler(probe)
-    logging.getLogger("sirerag.pipeline.build").setLevel(logging.INFO)
     _count_embeddings(probe)
-    from sirerag.cli.main import main as sirerag_main
+    from sirerag.cli.build import config_from_args
+    from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
+    from sirerag.cli.main import build_parser
+    from sirerag.pipeline.build import build_index
 
-    probe.cut("setup")
     command = ["build", args.corpus, "--out", args.out, "--quiet", *extra]
     if args.cache:
         command += ["--cache", args.cache]
-    rc = sirerag_main(command)
-    probe.cut("end")
-    probe.stages.pop()
-    manifest = json.loads((Path(args.out) / "manifest.json").read_text(encoding="utf-8")) if rc == 0 else {}
+    build_args = build_parser().parse_args(command)
+    config = config_from_args(build_args)
+    configure_numba_cache()  # the CLI's process setup
+    if config.trees:
+        cache_umap_functions()
+    build_index(Path(args.corpus), Path(args.out), config, cache_dir=build_args.cache, show_progress=False,
+                on_stage=probe.on_stage)
+    probe.cut("finish")
+    rc = 0
+    manifest = json.loads((Path(args.out) / "manifest.json").read_text(encoding="utf-8"))
     result = {
         "corpus": args.corpus, "command": ["sirerag", *command], "returncode": rc,
         "load_average": list(os.getloadavg()), "cpus": os.cpu_count(),

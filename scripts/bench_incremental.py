@@ -92,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     thresholds = [float(t) for t in args.thresholds.split(",")]
     extra = max(args.extra_seeds, 1 if args.seed_check else 0)
 
-    import sirerag.pipeline.build as build_mod
+    import sirerag.pipeline.models as models_mod
     from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
     from sirerag.config import BuildConfig, ChunkingConfig
+    from sirerag.pipeline.build import build_index
     from sirerag.pipeline.update import update_index
     from sirerag.trees.base import CountingSummarizer
 
@@ -107,15 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     questions, base, held = _subset(Path(args.bench), args.questions, args.passages, args.seed, args.split)
     config = BuildConfig(seed=args.seed, chunking=ChunkingConfig(mode="passage")).validate()
     counters: list[CountingSummarizer] = []
-    make = build_mod.make_summarizer
+    make = models_mod.make_summarizer
 
     def counted(*a: Any, **k: Any) -> CountingSummarizer:
         counters.append(CountingSummarizer(make(*a, **k)))
         return counters[-1]
 
-    build_mod.make_summarizer = counted  # type: ignore[assignment]
+    models_mod.make_summarizer = counted  # type: ignore[assignment]
     rows: dict[str, dict[str, Any]] = {}
-    _, wall, cpu = _timed(lambda: build_mod.build_index(base, work / "base", config,
+    _, wall, cpu = _timed(lambda: build_index(base, work / "base", config,
                                                         cache_dir=work / "cache-incremental", show_progress=False))
     rows["build 80%"] = {"summaries": counters[-1].groups, "chunks_extracted": len(base), "wall_s": wall, "cpu_s": cpu}
     for threshold in thresholds:  # each add starts from its own copy of the 80% index and its cache
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     full_rows = []
     for k in range(extra + 1):  # seed + k: the spread between full builds that differ only in their seed
         other = BuildConfig(seed=args.seed + k, chunking=ChunkingConfig(mode="passage")).validate()
-        _, wall, cpu = _timed(lambda: build_mod.build_index(base + held, work / f"full-{k}", other,
+        _, wall, cpu = _timed(lambda: build_index(base + held, work / f"full-{k}", other,
                                                             cache_dir=work / "cache-full", show_progress=False))
         label = "full build 100%" + (f", seed + {k} (embeddings cached)" if k else "")
         rows[label] = {"seed": args.seed + k, "summaries": counters[-1].groups,

@@ -1,10 +1,13 @@
 """Killing a sirerag command at a named point: the shared driver of the SIGKILL tests.
 
-A command runs as ``python -c driver(patches) POINT ARGS...``: :data:`PRELUDE` defines
+A command runs as ``python -c driver(patches, run) POINT ARGS...``: :data:`PRELUDE` defines
 ``halt(point)``, which prints ``STOPPED AT <point>`` and sleeps when ``point`` is the one
-asked for, and routes the commit's ``checkpoint`` through it (points ``commit:<name>``);
-``patches`` adds the test's own points; the command then runs. The test waits for the line
-(:func:`stop_at`) and kills the process (:func:`kill`). Nothing here is timed.
+asked for, routes the commit's ``checkpoint`` through it (points ``commit:<name>``) and
+defines ``on_stage``, the stage hook of the pipeline's public functions (points
+``start:<stage>`` and ``end:<stage>``); ``patches`` adds the test's own points; ``run``
+then runs the command (default :data:`RUN`: the CLI with ARGS; :data:`BUILD` and
+:data:`ADD`: ``build_index`` and ``update_index`` with ``on_stage``). The test waits for
+the line (:func:`stop_at`) and kills the process (:func:`kill`). Nothing here is timed.
 """
 from __future__ import annotations
 
@@ -28,16 +31,33 @@ def halt(point):
 
 import sirerag.io.staging as staging
 staging.checkpoint = lambda point: halt("commit:" + point)
+
+def on_stage(name, event, seconds):
+    halt(event + ":" + name)
 """
 RUN = r"""
 from sirerag.cli.main import main
 sys.exit(main(sys.argv[2:]))
 """
+#: ARGS = CORPUS OUT SEED: ``build_index`` with the default settings but the seed (``sirerag build CORPUS --out OUT
+#: --seed SEED`` builds the same index).
+BUILD = r"""
+from pathlib import Path
+from sirerag.config import BuildConfig
+from sirerag.pipeline.build import build_index
+corpus, out, seed = sys.argv[2:]
+build_index(Path(corpus), Path(out), BuildConfig(seed=int(seed)), show_progress=False, on_stage=on_stage)
+"""
+#: ARGS = INDEX CORPUS: ``update_index`` adding CORPUS (what ``sirerag add INDEX CORPUS`` does).
+ADD = r"""
+from sirerag.pipeline.update import update_index
+update_index(sys.argv[2], add=sys.argv[3], on_stage=on_stage)
+"""
 
 
-def driver(patches: str) -> str:
+def driver(patches: str = "", run: str = RUN) -> str:
     """The driver program: the prelude, the test's patches, then the command."""
-    return PRELUDE + patches + RUN
+    return PRELUDE + patches + run
 
 
 def start(program: str, stop: str, args: list[str]) -> subprocess.Popen:

@@ -4,9 +4,11 @@ build; two builds into one folder: one wins, the other gets the lock message; a 
 ``load_index`` during a rebuild never sees a mix (issue 11). The kill matrix is one test per kill point, each on
 its own copy of one old index; the reader waits for what it must see (events), never for time.
 
-Builds run as subprocesses of ``python -c DRIVER``: the driver replaces the build's stage
-timer and the commit's ``checkpoint`` with a hook that prints ``STOPPED AT <point>`` and
-sleeps at the named point; the test then kills it. Nothing here is timed.
+Builds run as subprocesses of ``python -c DRIVER``: the driver calls ``build_index`` with an
+``on_stage`` hook, and routes the commit's ``checkpoint`` and the embedding cache's writes
+through a hook, that prints ``STOPPED AT <point>`` and sleeps at the named point (the start
+or end of a stage of the build plan, mid-stage, a step of the commit); the test then kills
+it. Nothing here is timed.
 """
 from __future__ import annotations
 
@@ -28,18 +30,16 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 DRIVER = kills.driver(r"""
-import sirerag.pipeline.build as build
 from sirerag.embedding.cache import EmbeddingCache
 
-timer = build.stage_timer
-build.stage_timer = lambda timings, name: (halt("stage:" + name), timer(timings, name))[1]
-put, save_pool = EmbeddingCache.put, build.save_pool
+put = EmbeddingCache.put
 EmbeddingCache.put = lambda self, *a, **k: (put(self, *a, **k), halt("mid:embed"))[0]
-build.save_pool = lambda *a, **k: (save_pool(*a, **k), halt("mid:write"))[0]
-""")
-KILL_POINTS = ["stage:load", "mid:embed", "stage:embed_leaves", "stage:similarity_tree", "stage:extraction",
-               "stage:relatedness_tree", "mid:write", "commit:carry", "commit:swap"]
-SETTINGS = ["--quiet", "--seed", "7"]
+""", run=kills.BUILD)
+# end:pool: the pool's files are written into the staging folder, the index is not committed
+KILL_POINTS = ["start:load", "mid:embed", "start:embed_leaves", "start:similarity_tree", "start:extraction",
+               "start:relatedness_tree", "end:pool", "commit:carry", "commit:swap"]
+SEED = 7
+SETTINGS = ["--quiet", "--seed", str(SEED)]  # what the driver builds with (kills.BUILD)
 
 
 def _corpus(path: Path, start: int, n: int = 30) -> Path:
@@ -49,7 +49,7 @@ def _corpus(path: Path, start: int, n: int = 30) -> Path:
 
 
 def _start(corpus: Path, out: Path, stop: str = "never") -> subprocess.Popen:
-    return kills.start(DRIVER, stop, ["build", str(corpus), "--out", str(out), *SETTINGS])
+    return kills.start(DRIVER, stop, [str(corpus), str(out), str(SEED)])
 
 
 _stderr, _stop_at, _kill = kills.stderr, kills.stop_at, kills.kill
@@ -173,8 +173,8 @@ def test_a_reader_sees_old_then_new_and_the_killed_rebuild_resumes_byte_identica
     reader = _Reader(index, {"old": _ids(old), "new": _ids(new)})
     reader.start()
     reader.wait_for("old")
-    proc = _start(new, index, "mid:write")  # leaves a staging folder behind
-    _stop_at(proc, "mid:write")
+    proc = _start(new, index, "end:pool")  # leaves a staging folder behind
+    _stop_at(proc, "end:pool")
     _kill(proc)
     proc = _start(new, index, "commit:swapped")  # killed after the swap: the new index is complete
     _stop_at(proc, "commit:swapped")
@@ -194,8 +194,8 @@ def test_a_reader_sees_old_then_new_and_the_killed_rebuild_resumes_byte_identica
 def test_two_builds_into_one_folder_one_gets_the_lock_message(corpora, capsys):
     root, old, new, _ = corpora
     index = root / "contended"
-    proc = _start(old, index, "stage:embed_leaves")
-    _stop_at(proc, "stage:embed_leaves")
+    proc = _start(old, index, "start:embed_leaves")
+    _stop_at(proc, "start:embed_leaves")
     assert main(["build", str(new), "--out", str(index), *SETTINGS]) == 1
     err = capsys.readouterr().err
     assert f"{index} is being written by pid {proc.pid} (started " in err

@@ -160,19 +160,15 @@ def test_remove_then_add_gives_back_the_same_ids_for_unchanged_nodes(corpora):
     assert sum(h["summaries_stale"] for h in history) > 0  # the round trip went through stale summaries
 
 
-DRIVER = kills.driver(r"""
-import sirerag.pipeline.update as update
-save_pool = update.save_pool
-update.save_pool = lambda *a, **k: (save_pool(*a, **k), halt("mid:write"))[0]
-""")
+DRIVER = kills.driver(run=kills.ADD)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["mid:write", "commit:swap"])
+@pytest.mark.parametrize("point", ["end:pool", "commit:swap"])  # end:pool: the new pool is staged, not committed
 def test_an_add_killed_halfway_leaves_the_old_index_and_the_rerun_completes(corpora, point):
     index = _copy(corpora, f"killed-{point.replace(':', '-')}")
     snapshot = _snapshot(index)
-    proc = kills.start(DRIVER, point, ["add", str(index), str(corpora / "new.jsonl"), "--quiet"])
+    proc = kills.start(DRIVER, point, [str(index), str(corpora / "new.jsonl")])
     kills.stop_at(proc, point)
     kills.kill(proc)
     assert _snapshot(index) == snapshot  # the old index, byte for byte

@@ -1,10 +1,9 @@
 """The relatedness tree: aggregates as leaves, summaries above, the paper's ablation switches."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
+from _scripted import SCRIPTED_DOCS, scripted_reply
 
 from sirerag.config import ClusteringConfig, RelatednessConfig, TreeConfig
 from sirerag.errors import ConfigError
@@ -106,13 +105,8 @@ def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
     from sirerag.config import BuildConfig
     from sirerag.pipeline.build import build_index
     from sirerag.pool import load_index
-    from sirerag.types import Document
 
-    docs = [Document(id="a", title="Diana Luna", text="Diana Luna was born in Rome, Italy. She turned professional "
-                                                      "in 2001 and won the Tenerife Ladies Open in 2004."),
-            Document(id="b", title="Tenerife Ladies Open", text="The Tenerife Ladies Open was a golf tournament "
-                                                                 "on the Ladies European Tour held in Tenerife."),
-            Document(id="c", title="Rome", text="Rome is the capital city of Italy.")]
+    docs = SCRIPTED_DOCS[:3]
     config = BuildConfig().with_overrides(
         chunking={"mode": "passage"}, llm={"spec": llm_spec, "max_concurrency": 1},
         tree={"levels": 2, "summary_max_tokens": 32},
@@ -131,30 +125,6 @@ def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
     linked = any(p.entities for p in index.propositions())
     assert stats["pool"].get("relatedness/aggregate/level0", 0) == stats["aggregates"]
     assert (stats["aggregates"] > 0) == linked == ("relatedness" in {e.tree for e in index.pool.entries})
-
-
-SCRIPTED_FACTS = {
-    "turned professional": [("Diana Luna was born in Rome.", ["Diana Luna", "Rome"]),
-                   ("Diana Luna won the Tenerife Ladies Open in 2004.", ["Diana Luna", "Tenerife Ladies Open"])],
-    "golf tournament": [("The Tenerife Ladies Open was a golf tournament held in Tenerife.",
-                                  ["Tenerife Ladies Open", "Tenerife"])],
-    "capital city": [("Rome is the capital city of Italy.", ["Rome", "Italy"])],
-}
-
-
-def scripted_reply(body: dict) -> str:
-    """A stand-in model for :func:`full_llm_build`: the paragraph back for a rewrite, fixed facts with shared
-    entities for an extraction, the context's first sentence for a summary."""
-    message = body["messages"][-1]["content"]
-    if "Rewrite the paragraph" in message:
-        return message.rsplit("Paragraph:\n", 1)[1].rsplit("\n\nOutput:", 1)[0]
-    if "List every fact" in message:
-        paragraph = message.rsplit("Paragraph: ", 1)[1]
-        facts = next(f for phrase, f in SCRIPTED_FACTS.items() if phrase in paragraph)
-        return json.dumps({f"f{i}": {"fact": t, "entities": e} for i, (t, e) in enumerate(facts, 1)})
-    if "Write a summary" in message:
-        return message.rsplit("\n\n", 1)[1].split(". ")[0] + "."
-    raise AssertionError(f"unexpected prompt: {message[:200]}")
 
 
 def test_full_build_with_a_scripted_model_produces_both_trees(tmp_path) -> None:  # noqa: ANN001

@@ -10,29 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sirerag.embedding.backends import SPEC_FORMS, make_embedder, parse_embedder_spec
 from sirerag.embedding.base import Embedder, l2_normalize
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
-from sirerag.errors import check
 
-__all__ = ["CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize", "load_embedder",
-           "load_query_embedder", "parse_embedder_spec"]
-
-SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
-
-
-def parse_embedder_spec(spec: str) -> tuple[str, str]:
-    """``(backend, rest)`` of an embedder spec (``minilm``, ``st``, ``openai``), loading nothing.
-
-    Raises:
-        ConfigError: the spec has none of the forms :func:`load_embedder` takes.
-    """
-    check(isinstance(spec, str) and bool(spec.strip()), "embedder spec", spec, SPEC_FORMS)
-    backend, sep, rest = spec.strip().partition(":")
-    if spec.strip() in ("minilm", "minilm-onnx"):
-        return spec.strip(), ""
-    check(backend == "openai" or (backend == "st" and bool(sep) and bool(rest.strip())), "embedder spec", spec,
-          SPEC_FORMS)
-    return backend, rest.strip() if backend == "st" else rest
+__all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize",
+           "load_embedder", "load_query_embedder", "make_embedder", "parse_embedder_spec"]
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -61,36 +44,17 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         MissingExtraError: the backend's optional packages are not installed.
         SireragError: the MiniLM weights fail their sha256 check.
     """
-    check(isinstance(batch_size, int) and batch_size > 0, "batch_size", batch_size, "a positive integer")
-    backend, rest = parse_embedder_spec(spec)
-    inner_progress = show_progress and cache_dir is None  # the cache shows its own bar
-    embedder: Embedder
-    if backend == "minilm":
-        from sirerag.embedding.sentence_transformers import load_minilm
-
-        embedder = load_minilm(batch_size=batch_size, show_progress=inner_progress)
-    elif backend == "minilm-onnx":
-        from sirerag.embedding.onnx import load_minilm_onnx
-
-        embedder = load_minilm_onnx("minilm-onnx", batch_size=batch_size, show_progress=inner_progress)
-    elif backend == "st":
-        from sirerag.embedding.sentence_transformers import load_sentence_transformer
-
-        embedder = load_sentence_transformer(rest, batch_size=batch_size, show_progress=inner_progress)
-    else:
-        from sirerag.embedding.openai import DEFAULT_MODEL, OpenAIEmbedder
-        from sirerag.llm.net import split_openai_spec
-
-        model, url = split_openai_spec(rest, default_model=DEFAULT_MODEL)
-        embedder = OpenAIEmbedder(model, base_url=url, batch_size=batch_size, show_progress=inner_progress)
+    embedder = make_embedder(spec, batch_size=batch_size,
+                             show_progress=show_progress and cache_dir is None)  # the cache shows its own bar
     if cache_dir is None:
         return embedder
     from sirerag.embedding.cache import EmbedWorker
+    from sirerag.engine import runs_here
 
     def worker(side: str) -> EmbedWorker:
         return EmbedWorker(spec, batch_size, side)
 
-    remote = worker if engine is not None and engine.name != "local" else None
+    remote = None if runs_here(engine) else worker
     return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
                           show_progress=show_progress, engine=engine, remote=remote)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from sirerag.io.sqlite import cache_errors
 from sirerag.embedding.base import Embedder, l2_normalize
-from sirerag.engine import Engine, LocalEngine, Worker, WorkerFactory
+from sirerag.engine import Engine, LocalEngine, Worker, WorkerFactory, runs_here
 from sirerag.errors import SireragError
 
 logger = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class CachedEmbedder:
         self.block_size = block_size
         self.show_progress = show_progress
         self.engine: Engine = engine or LocalEngine()
-        if self.engine.name != "local" and remote is None:
+        if not runs_here(self.engine) and remote is None:
             raise ValueError(f"CachedEmbedder on the {self.engine.name} engine needs a remote worker factory")
         self.remote = remote
         self.stats = CacheStats()
@@ -183,7 +183,7 @@ class CachedEmbedder:
         from tqdm.auto import tqdm
 
         blocks = [items[start:start + self.block_size] for start in range(0, len(items), self.block_size)]
-        local = self.engine.name == "local" or self.remote is None
+        local = runs_here(self.engine) or self.remote is None
         factory = _InnerWorker(self.inner, side) if local else self.remote(side)  # type: ignore[misc]
         out: dict[str, np.ndarray] = {}
         with tqdm(total=len(items), desc=f"embedding {side}s", unit="text",
@@ -233,7 +233,7 @@ class EmbedWorker:
     """A worker factory that loads the embedder ``spec`` (no cache) where it runs.
 
     Args:
-        spec: the spec given to :func:`~sirerag.embedding.load_embedder`.
+        spec: the spec given to :func:`~sirerag.embedding.load_embedder` (:func:`~sirerag.embedding.backends.make_embedder`).
         batch_size: texts per forward pass.
         side: ``document`` or ``query``.
     """
@@ -242,7 +242,7 @@ class EmbedWorker:
         self.spec, self.batch_size, self.side = spec, batch_size, side
 
     def __call__(self) -> Worker:
-        from sirerag.embedding import load_embedder
+        from sirerag.embedding.backends import make_embedder
 
-        inner = load_embedder(self.spec, batch_size=self.batch_size, cache_dir=None, show_progress=False)
+        inner = make_embedder(self.spec, batch_size=self.batch_size)
         return _InnerWorker(inner, self.side)()

@@ -12,6 +12,6 @@ Layer: after ``io``, before ``tokens``/``llm``; it imports no model code itself.
 """
 from __future__ import annotations
 
-from sirerag.engine.base import Engine, LocalEngine, Worker, WorkerFactory, make_engine
+from sirerag.engine.base import Engine, LocalEngine, Worker, WorkerFactory, make_engine, runs_here
 
-__all__ = ["Engine", "LocalEngine", "Worker", "WorkerFactory", "make_engine"]
+__all__ = ["Engine", "LocalEngine", "Worker", "WorkerFactory", "make_engine", "runs_here"]

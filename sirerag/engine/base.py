@@ -50,6 +50,12 @@ class LocalEngine:
         return None
 
 
+def runs_here(engine: Engine | None) -> bool:
+    """Whether batches on ``engine`` run in this process (None: no engine, the same), known by the engine's
+    type: a model loaded here can serve them, no picklable worker factory is needed."""
+    return engine is None or isinstance(engine, LocalEngine)
+
+
 def make_engine(config: EngineConfig) -> Engine:
     """The engine ``config.name`` names; a Ray engine connects (or starts Ray) here, so an
     unreachable address stops the build before any work.

@@ -92,15 +92,9 @@ def extract(chunks: Sequence[Chunk], documents: Sequence[Document], *, config: E
 
 def _extract_offline(chunks: Sequence[Chunk], documents: Sequence[Document], config: ExtractionConfig,
                      show_progress: bool) -> ExtractionResult:
-    from sirerag.extraction.offline import OfflineExtractor, extract_offline
+    from sirerag.extraction.offline import extract_offline, offline_extractor
 
-    if config.ner.startswith("spacy:"):
-        from sirerag.extraction.spacy_ner import spacy_tagger
-
-        model = config.ner.split(":", 1)[1]
-        extractor = OfflineExtractor(spacy_tagger(model), spec=f"offline:spacy:{model}")
-    else:
-        extractor = OfflineExtractor().fit(c.text for c in chunks)
+    extractor = offline_extractor(config.ner, lambda: (c.text for c in chunks))
     propositions = extract_offline(chunks, documents, extractor, show_progress=show_progress)
     stats = {"extractor": extractor.spec, **extractor.stats, "failed_chunks": 0, "rewrite_fallbacks": 0}
     return ExtractionResult(propositions=tuple(propositions), stats=stats, spec=extractor.spec)

@@ -102,6 +102,10 @@ class OfflineExtractor:
         self._tagger.fit(texts)
         return self
 
+    def tag(self, text: str, hints: Sequence[str] = ()) -> tuple[str, ...]:
+        """The entities of ``text`` (a query, for PPR's entity linking), by this extractor's tagger."""
+        return tuple(self._tag(text, hints))
+
     def extract_document(self, document: Document, chunks: Sequence[Chunk]) -> list[Proposition]:
         """Propositions of one document's chunks (given in order)."""
         hint = title_hint(document.title) if document.title else ""
@@ -189,6 +193,28 @@ class OfflineExtractor:
                     fixed.append(e)
             out.append(normalize_entities(fixed))
         return out
+
+
+def offline_extractor(ner: str, corpus: Callable[[], Iterable[str]], *,
+                      counts: dict[str, dict[str, int]] | None = None) -> OfflineExtractor:
+    """The offline extractor of ``extraction.ner``: the rule tagger fitted on the texts ``corpus()`` returns
+    (the build's chunks: a build, an update and PPR's query tagging fit it alike), or read from ``counts``
+    (:meth:`EntityTagger.to_counts` of that fit, stored with the graph), or ``spacy:MODEL``.
+
+    Raises:
+        MissingExtraError: ``spacy:...`` without spaCy installed.
+        ConfigError: the spaCy pipeline cannot be loaded.
+    """
+    if ner.startswith("spacy:"):
+        from sirerag.extraction.spacy_ner import spacy_tagger
+
+        model = ner.split(":", 1)[1]
+        return OfflineExtractor(spacy_tagger(model), spec=f"offline:spacy:{model}")
+    extractor = OfflineExtractor()
+    if counts is not None:
+        extractor._tagger = EntityTagger.from_counts(counts)
+        return extractor
+    return extractor.fit(corpus())
 
 
 def extract_offline(chunks: Sequence[Chunk], documents: Sequence[Document], extractor: OfflineExtractor, *,

@@ -25,6 +25,8 @@ FORMAT_VERSION = 2
 #: The marker that says a manifest was written by sirerag.
 FORMAT_MARKER = "sirerag-index"
 MANIFEST = "manifest.json"
+#: The fields :func:`write_manifest` writes itself (format marker, versions, file records).
+HEADER = ("format", "format_version", "sirerag_version", "files")
 #: Top-level folders of an index directory that are not part of the index (kept across rebuilds).
 UNLISTED = ("cache",)
 _CHUNK = 1 << 20
@@ -80,9 +82,11 @@ def file_records(directory: str | Path, under: str | None = None) -> dict[str, d
 
 def write_manifest(directory: str | Path, **content: Any) -> dict[str, Any]:
     """Write ``manifest.json`` (the format marker and versions first, ``files`` last),
-    listing every file now in ``directory``. Call it after every other file is written."""
+    listing every file now in ``directory``. Call it after every other file is written.
+    ``content`` may be a manifest read back: its :data:`HEADER` fields are written anew."""
     directory = Path(directory)
-    content.pop("files", None)
+    for key in HEADER:  # written here: the copies of a manifest read back (an update) are replaced
+        content.pop(key, None)
     manifest = {"format": FORMAT_MARKER, "format_version": FORMAT_VERSION, "sirerag_version": __version__,
                 **content, "files": file_records(directory)}
     write_json(directory / MANIFEST, manifest)

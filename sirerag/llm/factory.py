@@ -1,6 +1,7 @@
-"""Choose an LLM backend from a spec string.
+"""Load an LLM from a spec: the backend (:mod:`sirerag.llm.backend`), on an engine when there is one, with the
+on-disk call cache over it.
 
-Specs:
+Specs (:func:`~sirerag.llm.backend.parse_spec`):
     ``openai:MODEL``                         OpenAI (key from ``$OPENAI_API_KEY`` or ``llm.api_key_env``)
     ``openai:MODEL@http://HOST:PORT/v1``     any OpenAI-compatible server (llama.cpp, vLLM, Ollama)
     ``openai:MODEL@URL1,URL2,...``           the same model behind several servers: calls are spread over them
@@ -12,72 +13,15 @@ Nothing defaults to a paid API: OpenAI is used only when a spec names it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.engine import runs_here
+from sirerag.llm.backend import BACKENDS, ParsedSpec, describe_spec, make_backend, parse_spec
 from sirerag.llm.base import LLM
-from sirerag.llm.net import check_server_url, split_openai_spec
 
-BACKENDS = ("openai", "hf")
-
-
-@dataclass(frozen=True)
-class ParsedSpec:
-    """A spec split into its parts; ``base_url`` (the first of ``base_urls``) and ``adapter`` may be None."""
-
-    backend: str
-    model: str
-    base_url: str | None = None
-    adapter: str | None = None
-    base_urls: tuple[str, ...] = ()
-
-
-def parse_spec(spec: str) -> ParsedSpec:
-    """Split an LLM spec into backend, model, server URL and adapter.
-
-    Raises:
-        ConfigError: the spec has no known backend prefix, misses its model, or has a bad URL.
-    """
-    backend, sep, rest = (spec or "").partition(":")
-    if not sep or backend not in BACKENDS or not rest:
-        raise ConfigError(f"llm spec must look like openai:MODEL, openai:MODEL@http://HOST:PORT/v1, hf:smollm2, "
-                          f"hf:/path/to/model or hf:PATH+adapter=DIR; got {spec!r}")
-    if backend == "openai":
-        head, *more = rest.split(",")
-        model, url = split_openai_spec(head)
-        if more and url is None:
-            raise ConfigError(f"llm spec {spec!r}: a list of servers starts after @, e.g. "
-                              f"openai:MODEL@http://HOST1:PORT/v1,http://HOST2:PORT/v1")
-        for extra in more:
-            check_server_url(extra.strip())
-        urls = (url, *(u.strip() for u in more)) if url is not None else ()
-        return ParsedSpec("openai", model, base_url=url, base_urls=urls)
-    model, _, adapter = rest.partition("+adapter=")
-    if "+adapter=" in rest and not adapter:
-        raise ConfigError(f"llm spec {spec!r}: +adapter= needs a folder")
-    return ParsedSpec("hf", model, adapter=adapter or None)
-
-
-def describe_spec(spec: str) -> tuple[str, str]:
-    """``(backend spec, model)`` exactly as the loaded backend would report them, without
-    loading anything (the dry run uses it to look requests up in the call cache).
-
-    Raises:
-        ConfigError: as :func:`parse_spec`; for ``hf:``, a missing model or adapter.
-    """
-    parsed = parse_spec(spec)
-    if parsed.backend == "openai":
-        return f"openai:{parsed.model}", parsed.model
-    from sirerag.llm.hf_backend import adapter_fingerprint, resolve_model
-
-    _path, _gguf, label = resolve_model(parsed.model)
-    if parsed.adapter is None:
-        return f"hf:{label}", label
-    adapter = str(Path(parsed.adapter).expanduser().resolve())
-    return f"hf:{label}+adapter={adapter}#{adapter_fingerprint(adapter)}", label
+__all__ = ["BACKENDS", "ParsedSpec", "describe_spec", "load_llm", "parse_spec"]
 
 
 def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Path | None = None,
@@ -103,16 +47,10 @@ def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Pat
     config.validate()
     parsed = parse_spec(spec)
     llm: LLM
-    if (engine is not None and engine.name != "local") or len(parsed.base_urls) > 1:
+    if not runs_here(engine) or len(parsed.base_urls) > 1:
         llm = _engine_llm(spec, parsed, config, engine, engine_batch_size)
-    elif parsed.backend == "openai":
-        from sirerag.llm.openai_backend import OpenAIChatLLM
-
-        llm = OpenAIChatLLM(parsed.model, config=config, base_url=parsed.base_url)
     else:
-        from sirerag.llm.hf_backend import HFLocalLLM
-
-        llm = HFLocalLLM(parsed.model, config=config, adapter=parsed.adapter)
+        llm = make_backend(spec, config)
     if cache_dir is None:
         return llm
     from sirerag.llm.cache import CachedLLM, CallCache

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 
 from sirerag.config import LLMConfig
 from sirerag.errors import ConfigError
+from sirerag.llm.backend import make_backend
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
 from sirerag.llm.net import public_url
 
@@ -48,15 +49,13 @@ class LLMWorker:
         self.specs, self.config = tuple(specs), config
 
     def __call__(self):  # noqa: ANN204 - a Worker
-        from sirerag.llm.factory import load_llm
-
         backends: dict[int, Any] = {}
 
         def run(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out: list[dict[str, Any]] = [{} for _ in items]
             for endpoint in sorted({int(item["e"]) for item in items}):
                 if endpoint not in backends:
-                    backends[endpoint] = load_llm(self.specs[endpoint], config=self.config)
+                    backends[endpoint] = make_backend(self.specs[endpoint], self.config)
                 positions = [i for i, item in enumerate(items) if int(item["e"]) == endpoint]
                 results = backends[endpoint].complete_many([request_from_json(items[i]["r"]) for i in positions],
                                                            return_exceptions=True)

@@ -1,5 +1,9 @@
 """Dry run of a build: how many LLM calls and tokens each stage would spend, calling no model.
 
+The dry run walks the build's plan (:class:`~sirerag.pipeline.plan.BuildPlan`) with a counting
+runner (:class:`CountingRunner`): the stages a build with the same settings runs, in the same
+order, each counting the requests the build would send instead of sending them.
+
 The corpus is loaded and chunked exactly as in a build, and the same requests are
 rendered from the same templates, so counts are exact where the inputs are known
 and estimated where they depend on earlier model output:
@@ -24,46 +28,33 @@ requests that are already stored (what a resumed build would not pay for).
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from sirerag.config import BuildConfig
-from sirerag.llm.accounting import request_tokens
-from sirerag.llm.base import LLMRequest
-from sirerag.tokens import count_tokens
-from sirerag.trees.llm_summarizer import summary_request
+from sirerag.pipeline.dryrun_estimates import (CacheLookup, PlanningSummarizer, StageEstimate, extraction_estimates,
+                                               summary_estimates)
+from sirerag.pipeline.models import Models
+from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.types import Document
 
 logger = logging.getLogger(__name__)
 
-#: A rewrite resolves references with names, so it runs a little longer than its input.
-REWRITE_OUTPUT_RATIO = 1.1
-
-
-@dataclass(frozen=True)
-class StageEstimate:
-    """Calls and tokens of one stage; ``basis`` says what is exact and what is estimated."""
-
-    stage: str
-    calls: int
-    input_tokens: int
-    output_tokens_max: int
-    output_tokens_est: int
-    basis: str
-    cached: int = 0
+__all__ = ["CountingRunner", "DryRunReport", "StageEstimate", "dry_run", "format_report"]
 
 
 @dataclass
 class DryRunReport:
-    """The plan of a build: LLM spec, corpus counts, one :class:`StageEstimate` per stage."""
+    """The plan of a build: LLM spec, corpus counts, one :class:`StageEstimate` per group of LLM requests, and
+    the stages of the build plan the dry run walked (``plan``)."""
 
     llm: str | None
     corpus: dict[str, int]
     stages: list[StageEstimate] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    plan: list[str] = field(default_factory=list)
 
     def total(self) -> StageEstimate:
         return StageEstimate("total", *(sum(getattr(s, f) for s in self.stages) for f in
@@ -71,33 +62,13 @@ class DryRunReport:
                              basis="", cached=sum(s.cached for s in self.stages))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"llm": self.llm, "corpus": self.corpus, "stages": [asdict(s) for s in self.stages],
+        return {"llm": self.llm, "corpus": self.corpus, "plan": self.plan, "stages": [asdict(s) for s in self.stages],
                 "total": asdict(self.total()), "notes": self.notes}
 
 
-class _PlanningSummarizer:
-    """Renders the summary request of every group (what the LLM would be sent) and returns
-    the offline extractive summaries as stand-ins so that clustering can go on."""
-
-    def __init__(self, max_tokens: int, temperature: float) -> None:
-        from sirerag.trees.extractive import ExtractiveSummarizer
-
-        self.stand_in = ExtractiveSummarizer(max_tokens=max_tokens)
-        self.max_tokens, self.temperature = max_tokens, temperature
-        self.levels: list[list[LLMRequest]] = []
-
-    @property
-    def spec(self) -> str:
-        return "dry-run:" + self.stand_in.spec
-
-    def summarize(self, groups: Sequence[Sequence[str]]) -> list[str]:
-        self.levels.append([summary_request(g, self.max_tokens, self.temperature)
-                            for g in groups if any(t.strip() for t in g)])
-        return self.stand_in.summarize(groups)
-
-
 def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None = None, *,
-            cache_dir: str | Path | None = None, show_progress: bool = True) -> DryRunReport:
+            cache_dir: str | Path | None = None, show_progress: bool = True,
+            on_stage: StageHook | None = None) -> DryRunReport:
     """Plan a build of ``corpus`` with ``config`` and count its LLM calls and tokens.
 
     Args:
@@ -106,148 +77,134 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
         cache_dir: the build's cache folder (``<out>/cache``): embeddings are reused and
             cached LLM calls are counted.
         show_progress: progress bars for embedding and clustering.
+        on_stage: called around every stage of the plan, as for :func:`~sirerag.pipeline.build.build_index`.
 
     Returns:
         A :class:`DryRunReport`. No LLM is called.
     """
-    from sirerag.chunking import chunk_documents
-    from sirerag.io.corpus import load_corpus
     from sirerag.pipeline.build import check_loadable, check_specs
-    from sirerag.trees.similarity import build_similarity_tree
 
     config = check_specs((config or BuildConfig()).validate())
     check_loadable(config)  # fails where the build would, before its first call
-    documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
-        load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
-    chunks = chunk_documents(documents, config.chunking)
-    report = DryRunReport(llm=config.llm.spec, corpus={"documents": len(documents), "chunks": len(chunks),
-                                                       "chunk_tokens": sum(c.n_tokens for c in chunks)})
-    extraction_spec = config.extraction.llm or config.llm.spec
-    llm_extraction = config.extraction.extractor == "llm" and "relatedness" in config.trees
-    if not config.llm.spec and not (llm_extraction and extraction_spec):
-        report.notes.append("no LLM configured: the build uses the offline algorithms and makes no LLM call")
-        return report
-    cache = Path(cache_dir) if cache_dir is not None else None
-    lookup = _CacheLookup(cache / "llm" if cache else None)
-    summary_llm = config.llm.spec
-    needs_embeddings = bool(summary_llm) and ("similarity" in config.trees or (
-        "relatedness" in config.trees and config.relatedness.summaries))
-    embedder = _embedder(config, cache, report, show_progress) if needs_embeddings else None
-    if "similarity" in config.trees and summary_llm:
-        planner = _PlanningSummarizer(config.tree.summary_max_tokens, config.llm.temperature)
-        build_similarity_tree(chunks, embedder.encode_documents([c.text for c in chunks]), embedder=embedder,
-                              summarizer=planner, clustering=config.clustering, tree=config.tree,
-                              random_state=config.seed, show_progress=show_progress)
-        report.stages += _summary_stages("similarity", planner, lookup.bind(summary_llm), exact_first=True)
-    if "relatedness" not in config.trees:
-        return report
-    from sirerag.extraction import extract
+    plan = BuildPlan.from_config(config)
+    with CountingRunner(corpus, config, plan, Path(cache_dir) if cache_dir is not None else None,
+                        show_progress=show_progress) as runner:
+        plan.walk(runner, on_stage=on_stage)
+    return runner.report
 
-    offline = extract(chunks, documents, config=replace(config.extraction, extractor="offline"), llm=None,
-                      show_progress=show_progress)
-    if llm_extraction:
-        report.stages += _extraction_stages(chunks, documents, config, offline.propositions,
-                                            lookup.bind(extraction_spec))
-        report.notes.append("the relatedness tree is estimated on offline propositions (sentences with "
-                            "rule-based entities) in place of the LLM's")
-    if summary_llm and config.relatedness.summaries:
+
+class CountingRunner:
+    """The stages of a build, counting the LLM requests each would send (:mod:`the module <sirerag.pipeline.dryrun>`
+    says what is exact and what is estimated). Stages that call no LLM do nothing."""
+
+    def __init__(self, corpus: str | Path | Sequence[Document], config: BuildConfig, plan: BuildPlan,
+                 cache: Path | None, *, show_progress: bool = False) -> None:
+        self.corpus, self.config, self.plan, self.show_progress = corpus, config, plan, show_progress
+        self.report = DryRunReport(llm=config.llm.spec, corpus={})
+        spec = config.embedder.spec
+        if spec.startswith("openai"):  # the dry run calls no paid API
+            spec = "minilm"
+        self.models = Models(config, cache, show_progress=show_progress, embedder_spec=spec)
+        self.lookup = CacheLookup(cache / "llm" if cache else None)
+        # the LLMs the build would call: the summariser's when a tree stage summarises, the extractor's
+        self.summary_llm = config.llm.spec if "summarizer" in plan.models else None
+        self.extraction_llm = (config.extraction.llm or config.llm.spec) if "extraction_llm" in plan.models else None
+        self.documents: Sequence[Document] = ()
+        self.chunks: list[Any] = []
+        self.leaf_embeddings: Any = None
+        self.offline: list[Any] | None = None
+
+    def __enter__(self) -> "CountingRunner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.models.close()
+
+    def embedder(self) -> Any:
+        if self.models.opened("embedder") is None and self.config.embedder.spec != self.models.embedder_spec:
+            self.report.notes.append(f"clusters estimated with the offline MiniLM embedder instead of "
+                                     f"{self.config.embedder.spec} (the dry run calls no paid API); embedding "
+                                     f"tokens are not counted")
+        return self.models.embedder()
+
+    def load(self, stage: Stage) -> None:
+        from sirerag.chunking import chunk_documents
+        from sirerag.io.corpus import load_corpus
+
+        corpus, config = self.corpus, self.config
+        self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
+            load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
+        self.chunks = chunk_documents(self.documents, config.chunking)
+        self.report.plan = list(self.plan.names)
+        self.report.corpus = {"documents": len(self.documents), "chunks": len(self.chunks),
+                              "chunk_tokens": sum(c.n_tokens for c in self.chunks)}
+        if not self.summary_llm and not self.extraction_llm:
+            self.report.notes.append("no LLM configured: the build uses the offline algorithms and makes no LLM call"
+                                     if not config.llm.spec and not config.extraction.llm else
+                                     "no stage of this build calls the LLM (no tree to summarise, no LLM "
+                                     "extraction)")
+
+    def query_export(self, stage: Stage) -> None:
+        """No LLM call."""
+
+    def embed_leaves(self, stage: Stage) -> None:
+        if self.summary_llm and "similarity_tree" in self.plan:  # the real clusters need the real leaves
+            self.leaf_embeddings = self.embedder().encode_documents([c.text for c in self.chunks])
+
+    def similarity_tree(self, stage: Stage) -> None:
+        from sirerag.trees.similarity import build_similarity_tree
+
+        if not self.summary_llm:
+            return
+        config = self.config
+        planner = PlanningSummarizer(config.tree.summary_max_tokens, config.llm.temperature)
+        build_similarity_tree(self.chunks, self.leaf_embeddings, embedder=self.embedder(), summarizer=planner,
+                              clustering=config.clustering, tree=config.tree, random_state=config.seed,
+                              show_progress=self.show_progress)
+        self.report.stages += summary_estimates("similarity", planner, self.lookup.bind(self.summary_llm),
+                                                exact_first=True)
+
+    def _offline_propositions(self) -> list[Any]:
+        """The offline extractor's propositions: the stand-ins of the LLM's (output estimates, relatedness tree)."""
+        if self.offline is None:
+            from sirerag.extraction import extract
+
+            offline = extract(self.chunks, self.documents, config=replace(self.config.extraction, extractor="offline"),
+                              llm=None, show_progress=self.show_progress)
+            self.offline = list(offline.propositions)
+        return self.offline
+
+    def extraction(self, stage: Stage) -> None:
+        if not self.extraction_llm:
+            return
+        self.report.stages += extraction_estimates(self.chunks, self.documents, self.config,
+                                                   self._offline_propositions(),
+                                                   self.lookup.bind(self.extraction_llm))
+        if "relatedness_tree" in self.plan:
+            self.report.notes.append("the relatedness tree is estimated on offline propositions (sentences with "
+                                     "rule-based entities) in place of the LLM's")
+
+    def relatedness_tree(self, stage: Stage) -> None:
         from sirerag.trees.relatedness import build_relatedness_tree
 
-        planner = _PlanningSummarizer(config.tree.summary_max_tokens, config.llm.temperature)
-        build_relatedness_tree(list(offline.propositions), embedder=embedder, summarizer=planner,
+        config = self.config
+        if not (self.summary_llm and config.relatedness.summaries):
+            return
+        planner = PlanningSummarizer(config.tree.summary_max_tokens, config.llm.temperature)
+        build_relatedness_tree(self._offline_propositions(), embedder=self.embedder(), summarizer=planner,
                                clustering=config.clustering, tree=config.tree, relatedness=config.relatedness,
-                               random_state=config.seed, show_progress=show_progress)
-        report.stages += _summary_stages("relatedness", planner, lookup.bind(summary_llm),
-                                         exact_first=not llm_extraction)
-    return report
+                               random_state=config.seed, show_progress=self.show_progress)
+        self.report.stages += summary_estimates("relatedness", planner, self.lookup.bind(self.summary_llm),
+                                                exact_first=not self.extraction_llm)
 
+    def pool(self, stage: Stage) -> None:
+        """No LLM call."""
 
-def _embedder(config: BuildConfig, cache: Path | None, report: DryRunReport, show_progress: bool) -> Any:
-    """The build's embedder, or the offline MiniLM in place of a paid API."""
-    from sirerag.embedding import load_embedder
+    def bm25(self, stage: Stage) -> None:
+        """No LLM call."""
 
-    spec = config.embedder.spec
-    if spec.startswith("openai"):
-        report.notes.append(f"clusters estimated with the offline MiniLM embedder instead of {spec} "
-                            f"(the dry run calls no paid API); embedding tokens are not counted")
-        spec = "minilm"
-    return load_embedder(spec, batch_size=config.embedder.batch_size,
-                         cache_dir=cache / "embeddings" if cache else None, show_progress=show_progress)
-
-
-def _summary_stages(tree: str, planner: _PlanningSummarizer, lookup: "_CacheLookup",
-                    *, exact_first: bool) -> list[StageEstimate]:
-    out = []
-    for level, requests in enumerate(planner.levels, start=1):
-        exact = exact_first and level == 1
-        bound = sum(r.max_tokens for r in requests)
-        if exact:
-            basis = "exact inputs (real clusters of the real texts)"
-        elif level == 1 and tree == "relatedness":
-            basis = "estimated: clusters of aggregates of the offline propositions"
-        else:
-            basis = "estimated: clusters of offline stand-in summaries of the same token budget"
-        out.append(StageEstimate(f"{tree} summaries, level {level}", len(requests),
-                                 sum(request_tokens(r) for r in requests), bound, bound,
-                                 basis + "; output = the max_tokens bound",
-                                 lookup.count(requests) if exact else 0))
-    return out
-
-
-def _extraction_stages(chunks: Sequence[Any], documents: Sequence[Document], config: BuildConfig,
-                       offline_props: Sequence[Any], lookup: "_CacheLookup") -> list[StageEstimate]:
-    from sirerag.extraction.llm import extraction_request
-
-    out = []
-    ext = config.extraction
-    if ext.rewrite:
-        from sirerag.extraction.coref import rewrite_requests
-
-        requests = rewrite_requests(chunks, documents, max_tokens=ext.rewrite_max_tokens)
-        est = sum(min(r.max_tokens, round(c.n_tokens * REWRITE_OUTPUT_RATIO)) for r, c in zip(requests, chunks))
-        out.append(StageEstimate("coreference rewrite", len(requests), sum(request_tokens(r) for r in requests),
-                                 sum(r.max_tokens for r in requests), est,
-                                 f"exact inputs; output estimated as {REWRITE_OUTPUT_RATIO} x chunk tokens",
-                                 lookup.count(requests)))
-    requests = [extraction_request(c.text, max_tokens=ext.extract_max_tokens) for c in chunks]
-    by_chunk: dict[str, list[Any]] = {}
-    for p in offline_props:
-        by_chunk.setdefault(p.chunk_id, []).append(p)
-    est = sum(min(ext.extract_max_tokens, _json_tokens(by_chunk.get(c.id, []))) for c in chunks)
-    basis = "exact inputs" if not ext.rewrite else "inputs estimated with the original chunk for its rewrite"
-    out.append(StageEstimate("proposition extraction", len(requests), sum(request_tokens(r) for r in requests),
-                             len(requests) * ext.extract_max_tokens, est,
-                             basis + "; output estimated as the offline propositions in the Figure 7 JSON "
-                             "format; retries not counted", lookup.count(requests) if not ext.rewrite else 0))
-    return out
-
-
-def _json_tokens(propositions: Sequence[Any]) -> int:
-    facts = {f"f{i}": {"fact": p.text, "entities": list(p.entities)} for i, p in enumerate(propositions, 1)}
-    return count_tokens("```json\n" + json.dumps(facts, indent=2, ensure_ascii=False) + "\n```")
-
-
-class _CacheLookup:
-    """Counts requests already in the build's LLM call cache (for one LLM spec)."""
-
-    def __init__(self, folder: Path | None, spec: str | None = None) -> None:
-        self.folder, self.spec = folder, spec
-
-    def bind(self, spec: str | None) -> "_CacheLookup":
-        return _CacheLookup(self.folder, spec)
-
-    def count(self, requests: Sequence[LLMRequest]) -> int:
-        from sirerag.llm.cache import CallCache, cache_key, resolve_db
-        from sirerag.llm.factory import describe_spec
-
-        if self.folder is None or not self.spec or not resolve_db(self.folder).is_file():
-            return 0
-        backend, model = describe_spec(self.spec)
-        cache = CallCache(self.folder)
-        try:
-            return sum(cache.get(cache_key(backend, model, r)) is not None for r in requests)
-        finally:
-            cache.close()
+    def graph(self, stage: Stage) -> None:
+        """No LLM call (the graph embeds entities and facts; embedding tokens are not counted)."""
 
 
 def format_report(report: DryRunReport) -> str:

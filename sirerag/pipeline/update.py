@@ -16,6 +16,10 @@ completes (the embedding and LLM call caches keep what was paid for).
   model calls, the graph's entity and fact embeddings come from the embedding cache. A ColBERT
   index no longer matches the pool and is dropped (``sirerag index`` builds it again).
 - The manifest keeps the build's settings and records the change in ``history`` and ``drift``.
+
+The update walks the build plan of the index's settings
+(:meth:`~sirerag.pipeline.plan.BuildPlan.from_config`) with the incremental runner
+(:class:`IncrementalRunner`), so it runs the stages a build with those settings runs.
 """
 from __future__ import annotations
 
@@ -30,21 +34,19 @@ import numpy as np
 from sirerag.config import BuildConfig
 from sirerag.errors import ConfigError, SireragError
 from sirerag.extraction.extractor import FAILURES, REWRITES
-from sirerag.io import write_jsonl, write_manifest
+from sirerag.io import write_jsonl
 from sirerag.io.staging import staged_index
-from sirerag.lexical import save_bm25
-from sirerag.pipeline import build as build_mod
-from sirerag.pipeline.build import stage_timer
 from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD, Plan, UpdateConfig,
                                       merged_records, plan_changes, record_change)
+from sirerag.pipeline.models import Models, cache_folder, kept_folders
+from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
+from sirerag.pipeline.stages import IndexWriter
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
-from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, load_index, save_pool, save_records
+from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, Index, flatten, load_index, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.types import Chunk, Document
 
 logger = logging.getLogger(__name__)
-
-_NOT_KEPT = ("format", "format_version", "sirerag_version", "files")
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class _Unchanged(Exception):
 def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | None = None,
                  remove: Iterable[str] = (), cache_dir: str | Path | None = None, summarizer: Any | None = None,
                  drift_warn: float = DEFAULT_DRIFT_WARN, refresh_threshold: float = DEFAULT_REFRESH_THRESHOLD,
-                 sync: bool = False, show_progress: bool = False) -> UpdateReport:
+                 sync: bool = False, show_progress: bool = False, on_stage: StageHook | None = None) -> UpdateReport:
     """Add and/or remove documents of an index in place.
 
     Args:
@@ -83,6 +85,7 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
             text (:class:`~sirerag.pipeline.changes.UpdateConfig`); 0 rewrites every changed cluster.
         sync: with a folder ``add``, also remove the documents of the folder's files that are gone.
         show_progress: progress bars.
+        on_stage: called around every stage, as for :func:`~sirerag.pipeline.build.build_index`.
 
     Raises:
         ConfigError: ``refresh_threshold`` or ``drift_warn`` is out of range, or ``sync`` without a
@@ -96,12 +99,13 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     if sync and not (isinstance(add, (str, Path)) and Path(add).is_dir()):
         raise ConfigError(f"--sync keeps an index in step with a folder; {add!r} is not a folder")
     out = Path(index)
-    cache = Path(cache_dir) if cache_dir is not None else out / "cache"
+    cache = cache_folder(out, cache_dir)
     command = "add" if add is not None else "remove"
     start = time.perf_counter()
     try:
-        with staged_index(out, command=command, keep=build_mod._kept_folders(out, cache)) as stage:
-            report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress, sync)
+        with staged_index(out, command=command, keep=kept_folders(out, cache)) as stage:
+            report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress,
+                             on_stage, sync)
     except _Unchanged as exc:
         return UpdateReport(out=out, changed=False, counts=exc.args[0])
     report.timings["total"] = round(time.perf_counter() - start, 3)
@@ -117,126 +121,138 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
 
 
 def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path, summarizer: Any,
-            command: str, settings: UpdateConfig, show_progress: bool, sync: bool = False) -> UpdateReport:
-    from sirerag.chunking import chunk_documents
-    from sirerag.embedding import load_embedder
-    from sirerag.io.corpus import folder_files, load_corpus, stale_folder_ids
-
+            command: str, settings: UpdateConfig, show_progress: bool, on_stage: StageHook | None,
+            sync: bool = False) -> UpdateReport:
     old = load_index(out)
-    manifest = dict(old.manifest)
-    config = BuildConfig.from_dict(manifest.get("config", {}), source=f"{out}/manifest.json").validate()
+    config = BuildConfig.from_dict(old.manifest.get("config", {}), source=f"{out}/manifest.json").validate()
     if config.relatedness.include_propositions or (not config.relatedness.aggregates and
                                                    "relatedness" in config.trees):
         raise SireragError(f"{out}: add/remove supports the relatedness tree of aggregates (the default and "
                            "ablation A); this index puts propositions in the pool: rebuild it instead")
+    load_spec = (old.manifest.get("embedder") or {}).get("load_spec") or config.embedder.spec
     timings: dict[str, float] = {}
-    with stage_timer(timings, "load"):
+    with Models(config, cache, show_progress=show_progress, embedder_spec=load_spec,
+                summarizer=summarizer) as models:
+        runner = IncrementalRunner(old, add, remove, stage, config, models, settings, show_progress=show_progress,
+                                   sync=sync)
+        BuildPlan.from_config(config).walk(runner, timings=timings, on_stage=on_stage)
+        drift = runner.finish(command, settings)
+    return UpdateReport(out=out, changed=True, counts=runner.update_counts, timings=timings, drift=drift)
+
+
+class IncrementalRunner(IndexWriter):
+    """The stages of an add/remove: the old index's records and pool, updated where documents changed."""
+
+    def __init__(self, old: Index, add: Any, remove: Iterable[str], out: Path, config: BuildConfig, models: Models,
+                 settings: UpdateConfig, *, show_progress: bool = False, sync: bool = False) -> None:
+        super().__init__(out, config, models, show_progress=show_progress)
+        self.old, self.add, self.remove, self.sync = old, add, remove, sync
+        self.manifest = dict(old.manifest)
+        self.components = dict(self.manifest.get("components") or {})
+        self.counts = dict(self.manifest.get("counts") or {})
+        self.vectors = {e.id: row for e, row in zip(old.pool.entries, old.pool.embeddings)}
+        self.trees = TreeUpdate(old.pool.entries, self.vectors, config, models,
+                                refresh_threshold=settings.refresh_threshold, staleness=self.manifest.get("staleness"))
+        self.change: Plan  # the documents added and removed (the load stage reads them)
+        self.new_chunks: list[Chunk] = []
+        self.update_counts: dict[str, Any] = {}
+
+    def load(self, stage: Stage) -> None:
+        from sirerag.chunking import chunk_documents
+        from sirerag.io.corpus import folder_files, load_corpus, stale_folder_ids
+
+        add, config = self.add, self.config
         new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \
             load_corpus(add, warn_passage_bytes=config.chunking.warn_passage_bytes)
-        old_docs = old.documents()
+        old_docs = self.old.documents()
+        remove = list(self.remove)
         if isinstance(add, (str, Path)) and Path(add).is_dir():  # a folder: its files' old sections go too
-            remove = [*remove, *stale_folder_ids([d.id for d in old_docs], [d.id for d in new_docs],
-                                                 folder_files(add), sync=sync)]
-        plan = plan_changes(old_docs, add=new_docs, remove=remove)
-        counts: dict[str, Any] = {"documents_added": len(plan.added) - len(plan.updated),
-                                  "documents_updated": len(plan.updated),
-                                  "documents_removed": len(plan.removed) - len(plan.updated),
-                                  "documents_skipped": plan.skipped, "summaries_written": 0, "chunks_extracted": 0}
+            remove += stale_folder_ids([d.id for d in old_docs], [d.id for d in new_docs], folder_files(add),
+                                       sync=self.sync)
+        self.change = plan = plan_changes(old_docs, add=new_docs, remove=remove)
+        self.update_counts = {"documents_added": len(plan.added) - len(plan.updated),
+                              "documents_updated": len(plan.updated),
+                              "documents_removed": len(plan.removed) - len(plan.updated),
+                              "documents_skipped": plan.skipped, "summaries_written": 0, "chunks_extracted": 0}
         if plan.empty:
-            raise _Unchanged(counts)
-        old_chunks = old.chunks()
-        new_chunks = chunk_documents(plan.added, config.chunking)
-        chunks = [c for c in old_chunks if c.doc_id not in plan.removed] + new_chunks
+            raise _Unchanged(self.update_counts)
+        self.new_chunks = chunk_documents(plan.added, config.chunking)
+        self.documents = plan.documents
+        self.chunks = [c for c in self.old.chunks() if c.doc_id not in plan.removed] + self.new_chunks
+        save_records(self.out, DOCUMENTS, self.documents)
+        save_records(self.out, CHUNKS, self.chunks)
+        self.counts.update(documents=len(self.documents), chunks=len(self.chunks))
 
-    load_spec = (manifest.get("embedder") or {}).get("load_spec") or config.embedder.spec
-    embedder = load_embedder(load_spec, batch_size=config.embedder.batch_size, cache_dir=cache / "embeddings",
-                             show_progress=show_progress)
-    opened: list[Any] = [embedder]
-    if summarizer is None:
-        opened.append(build_mod._load_llm(config, cache))
-        summarizer = build_mod.make_summarizer(config, opened[-1], show_progress=show_progress)
-    vectors = {e.id: row for e, row in zip(old.pool.entries, old.pool.embeddings)}
-    with stage_timer(timings, "embed_leaves"):
-        if new_chunks:
-            rows = np.asarray(embedder.encode_documents([c.text for c in new_chunks]), dtype=np.float32)
-            vectors.update({c.id: row for c, row in zip(new_chunks, rows)})
-    trees = TreeUpdate(old.pool.entries, vectors, config, embedder, summarizer,
-                       refresh_threshold=settings.refresh_threshold, staleness=manifest.get("staleness"))
-    with stage_timer(timings, "similarity_tree"):
-        trees.similarity(chunks)
+    def query_export(self, stage: Stage) -> None:
+        """Nothing to do: the index's record of the export is kept with its embedder."""
 
-    propositions: list = []
-    has_props = PROPOSITIONS in manifest["files"]
-    if has_props:
-        with stage_timer(timings, "extraction"):
-            fresh, failures, rewrites = _extract(chunks, new_chunks, plan, config, cache, opened, show_progress)
-            propositions = [p for p in old.propositions() if p.doc_id not in plan.removed] + fresh
-        counts["chunks_extracted"] = len(new_chunks)
-        save_records(stage, PROPOSITIONS, propositions)
-        write_jsonl(stage / FAILURES, merged_records(out / FAILURES, plan.removed, failures))
-        if rewrites or REWRITES in manifest["files"]:
-            write_jsonl(stage / REWRITES, merged_records(out / REWRITES, plan.removed, rewrites))
-    if "relatedness" in config.trees:
-        with stage_timer(timings, "relatedness_tree"):
-            trees.relatedness(propositions)
+    def embed_leaves(self, stage: Stage) -> None:
+        if self.new_chunks:
+            rows = self.models.embedder().encode_documents([c.text for c in self.new_chunks])
+            self.vectors.update({c.id: row for c, row in zip(self.new_chunks, np.asarray(rows, dtype=np.float32))})
 
-    save_records(stage, DOCUMENTS, plan.documents)
-    save_records(stage, CHUNKS, chunks)
-    pool = flatten([TreeResult(nodes=tuple(nodes), embeddings=np.vstack([vectors[n.id] for n in nodes])
-                               if nodes else np.zeros((0, old.pool.embeddings.shape[1]), dtype=np.float32))
-                    for nodes in trees.pool_order()])
-    save_pool(stage, pool)
-    components = dict(manifest.get("components") or {})
-    components["pool"] = {"type": "pool", "entries": "entries.jsonl", "embeddings": "embeddings.npy"}
-    components["bm25"] = save_bm25(stage, [e.text for e in pool.entries])
-    if "colbert" in components:
-        components.pop("colbert")
-        logger.warning("%s: the ColBERT index no longer matches the pool and was dropped; run sirerag index "
-                       "again to rebuild it", out)
-    if "graph" in components:
-        from sirerag.graph.store import build_and_save_graph
+    def similarity_tree(self, stage: Stage) -> None:
+        self.trees.similarity(self.chunks)
 
-        with stage_timer(timings, "graph"):
-            components["graph"] = build_and_save_graph(
-                stage, plan.documents, propositions,
-                embedder=KnownEmbedder.from_graph(embedder, old.component("graph")), config=config.graph,
-                pool=pool, chunk_texts=[c.text for c in chunks], ner=config.extraction.ner)
-    counts["summaries_written"] = trees.written
-    counts["summaries_stale"] = sum(t.get("summaries_stale", 0) for t in trees.stats.values())
-    stale = trees.stale()
-    old_leaves = {e.id for e in old.pool.entries if e.kind == "leaf"}
-    new_leaves = {c.id for c in chunks}
-    counts.update(leaves_added=len(new_leaves - old_leaves), leaves_removed=len(old_leaves - new_leaves),
-                  pool_entries=len(pool), trees=trees.stats)
-    drift = record_change(manifest, command=command, plan=plan, leaves_before=len(old_leaves),
-                          leaves_added=counts["leaves_added"], leaves_removed=counts["leaves_removed"],
-                          summaries_written=trees.written, chunks_extracted=counts["chunks_extracted"],
-                          summaries_stale=counts["summaries_stale"], stale_in_index=len(stale),
-                          refresh_threshold=settings.refresh_threshold)
-    build_counts = dict(manifest.get("counts") or {})
-    build_counts.update(documents=len(plan.documents), chunks=len(chunks),
-                        pool={"entries": len(pool), "by_tree_kind_level": pool.counts()})
-    content = {k: v for k, v in manifest.items() if k not in _NOT_KEPT}
-    content.update(corpus={**(manifest.get("corpus") or {}), "documents": len(plan.documents)},
-                   components=components, counts=build_counts, staleness=stale)
-    write_manifest(stage, **content)
-    build_mod._close_caches(opened)
-    return UpdateReport(out=out, changed=True, counts=counts, timings=timings, drift=drift)
+    def extraction(self, stage: Stage) -> None:
+        fresh, failures, rewrites = self._extract()
+        self.propositions = [p for p in self.old.propositions() if p.doc_id not in self.change.removed] + fresh
+        self.update_counts["chunks_extracted"] = len(self.new_chunks)
+        save_records(self.out, PROPOSITIONS, self.propositions)
+        old, removed = self.old.path, self.change.removed
+        write_jsonl(self.out / FAILURES, merged_records(old / FAILURES, removed, failures))
+        if rewrites or REWRITES in self.manifest["files"]:
+            write_jsonl(self.out / REWRITES, merged_records(old / REWRITES, removed, rewrites))
 
+    def _extract(self) -> tuple[list, list[dict[str, Any]], list[dict[str, Any]]]:
+        """Propositions, failures and rewrite records of the new chunks only."""
+        new_chunks, config = self.new_chunks, self.config
+        if not new_chunks:
+            return [], [], []
+        if config.extraction.extractor == "offline":  # the rule tagger is fitted on all chunks, as in a build
+            from sirerag.extraction.offline import extract_offline, offline_extractor
 
-def _extract(chunks: list[Chunk], new_chunks: list[Chunk], plan: Plan, config: BuildConfig, cache: Path,
-             opened: list[Any], show_progress: bool) -> tuple[list, list[dict[str, Any]], list[dict[str, Any]]]:
-    """Propositions, failures and rewrite records of the new chunks only."""
-    if not new_chunks:
-        return [], [], []
-    if config.extraction.extractor != "llm" and not config.extraction.ner.startswith("spacy:"):
-        from sirerag.extraction.offline import OfflineExtractor, extract_offline
+            extractor = offline_extractor(config.extraction.ner, lambda: (c.text for c in self.chunks))
+            return extract_offline(new_chunks, self.change.added, extractor), [], []
+        from sirerag.extraction import extract
 
-        extractor = OfflineExtractor().fit(c.text for c in chunks)  # the corpus-wide fit of a build
-        return extract_offline(new_chunks, plan.added, extractor), [], []
-    from sirerag.extraction import extract
+        result = extract(new_chunks, self.change.added, config=config.extraction, llm=self.models.extraction_llm(),
+                         out=None, show_progress=self.show_progress)
+        return list(result.propositions), list(result.failures), list(result.rewrite_records)
 
-    opened.append(build_mod._load_llm(config, cache, extraction=True))
-    result = extract(new_chunks, plan.added, config=config.extraction, llm=opened[-1], out=None,
-                     show_progress=show_progress)
-    return list(result.propositions), list(result.failures), list(result.rewrite_records)
+    def relatedness_tree(self, stage: Stage) -> None:
+        self.trees.relatedness(self.propositions)
+
+    def pool(self, stage: Stage) -> None:
+        if "similarity" not in self.trees.levels:  # no similarity tree: the leaves alone
+            self.trees.similarity(self.chunks)
+        empty = np.zeros((0, self.old.pool.embeddings.shape[1]), dtype=np.float32)
+        rows = self.vectors
+        self.write_pool(flatten([TreeResult(nodes=tuple(nodes), embeddings=np.vstack([rows[n.id] for n in nodes])
+                                            if nodes else empty) for nodes in self.trees.pool_order()]))
+        if self.components.pop("colbert", None) is not None:
+            logger.warning("%s: the ColBERT index no longer matches the pool and was dropped; run sirerag index "
+                           "again to rebuild it", self.old.path)
+
+    def graph_embedder(self) -> Any:
+        return KnownEmbedder.from_graph(self.models.embedder(), self.old.component("graph"))
+
+    def finish(self, command: str, settings: UpdateConfig) -> dict[str, Any]:
+        """Count the change, record it in the manifest's history and drift, write the manifest; returns the drift."""
+        trees, changes = self.trees, self.update_counts
+        changes["summaries_written"] = trees.written
+        changes["summaries_stale"] = sum(t.get("summaries_stale", 0) for t in trees.stats.values())
+        stale = trees.stale()
+        old_leaves = {e.id for e in self.old.pool.entries if e.kind == "leaf"}
+        new_leaves = {c.id for c in self.chunks}
+        changes.update(leaves_added=len(new_leaves - old_leaves), leaves_removed=len(old_leaves - new_leaves),
+                       pool_entries=len(self.retrieval_pool), trees=trees.stats)
+        drift = record_change(self.manifest, command=command, plan=self.change, leaves_before=len(old_leaves),
+                              leaves_added=changes["leaves_added"], leaves_removed=changes["leaves_removed"],
+                              summaries_written=trees.written, chunks_extracted=changes["chunks_extracted"],
+                              summaries_stale=changes["summaries_stale"], stale_in_index=len(stale),
+                              refresh_threshold=settings.refresh_threshold)
+        self.write_manifest(**{**self.manifest, "corpus": {**(self.manifest.get("corpus") or {}),
+                                                           "documents": len(self.documents)},
+                               "components": self.components, "counts": self.counts, "staleness": stale})
+        return drift

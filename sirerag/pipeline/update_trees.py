@@ -15,10 +15,9 @@ class TreeUpdate:
     """The two trees of the index being updated."""
 
     def __init__(self, entries: Sequence[Node], vectors: dict[str, np.ndarray], config: BuildConfig,
-                 embedder: Any, summarizer: Any, *, refresh_threshold: float = 0.0,
-                 staleness: dict[str, int] | None = None) -> None:
+                 models: Any, *, refresh_threshold: float = 0.0, staleness: dict[str, int] | None = None) -> None:
         self.entries, self.vectors, self.config = entries, vectors, config
-        self.embedder, self.summarizer = embedder, summarizer
+        self.models = models  # a :class:`~sirerag.pipeline.models.Models`: opened when a tree asks
         self.refresh_threshold = refresh_threshold
         self.staleness: dict[str, dict[str, int]] = {}  # tree -> summary id -> member tokens changed since written
         for node in entries:
@@ -35,8 +34,8 @@ class TreeUpdate:
             self.levels[name] = [base]
             return
         old = old_levels(self.entries, name, base_kinds)
-        levels, stats = update_tree(old, base, self.vectors, tree_name=name, embedder=self.embedder,
-                                    summarizer=self.summarizer, clustering=self.config.clustering,
+        levels, stats = update_tree(old, base, self.vectors, tree_name=name, embedder=self.models.embedder(),
+                                    summarizer=self.models.summarizer(), clustering=self.config.clustering,
                                     levels=self.config.tree.levels, random_state=self.config.seed,
                                     successors=_same_entity(old[0], base),
                                     refresh_threshold=self.refresh_threshold,
@@ -58,7 +57,7 @@ class TreeUpdate:
                                      skip_redundant=relatedness.skip_redundant_entities).nodes)
         missing = [n for n in base if n.id not in self.vectors]
         if missing:
-            rows = np.asarray(self.embedder.encode_documents([n.text for n in missing]), dtype=np.float32)
+            rows = np.asarray(self.models.embedder().encode_documents([n.text for n in missing]), dtype=np.float32)
             self.vectors.update({n.id: row for n, row in zip(missing, rows)})
         self._update("relatedness", ("aggregate",), base, relatedness.summaries)
 

@@ -8,33 +8,15 @@ with summaries or aggregates, the ranking is rearranged by the pool rule of
 """
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from typing import Any
 
 from sirerag.errors import ConfigError
 from sirerag.retrievers.base import Hit, Retriever
+from sirerag.retrievers.registry import OPTIONS, RETRIEVERS, load_base
 
 __all__ = ["Hit", "Retriever", "RETRIEVERS", "OPTIONS", "default_retriever", "load_base", "load_retriever"]
 
-#: retriever name -> module that provides ``load(index, **options) -> Retriever``
-RETRIEVERS: dict[str, str] = {
-    "dense": "sirerag.retrievers.dense",
-    "bm25": "sirerag.retrievers.bm25",
-    "colbert": "sirerag.retrievers.colbert",
-    "ppr": "sirerag.retrievers.ppr",
-}
-
-#: options each retriever takes (anything else is an error, not silently ignored)
-OPTIONS: dict[str, frozenset[str]] = {
-    "dense": frozenset({"embedder"}),
-    "bm25": frozenset({"k1", "b", "method"}),
-    "colbert": frozenset({"checkpoint", "nbits", "doc_maxlen", "query_maxlen", "timeout", "build_timeout",
-                          "rebuild"}),
-    "ppr": frozenset({"embedder", "linking", "fact_filter", "tagger", "damping", "tol", "max_iter",
-                      "passage_weight", "top_facts", "top_entities", "surface", "passage_seeds", "bm25_share",
-                      "entry_score"}),
-}
 FUSION_OPTIONS = frozenset({"fusion", "fusion_weights", "rrf_k", "fusion_depth"})
 #: options of the pool rule (any retriever)
 POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "anchor", "drop_covered", "pool_depth"})
@@ -77,14 +59,6 @@ def _check_options(name: str, options: dict[str, Any]) -> None:
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise ConfigError(f"retriever {name!r} does not take option(s) {unknown}; valid: {sorted(allowed)}")
-
-
-def load_base(name: str, index: Any, **options: Any) -> Retriever:
-    """One retriever (no fusion, no pool rule) over a loaded index."""
-    if name not in RETRIEVERS:
-        raise ConfigError(f"retriever must be one of {sorted(RETRIEVERS)} or a fusion like 'dense+bm25', got {name!r}")
-    module = importlib.import_module(RETRIEVERS[name])
-    return module.load(index, **options)
 
 
 def load_retriever(name: str | None, index: Any, **options: Any) -> Retriever:

@@ -114,7 +114,7 @@ def load(name: str, index: Any, *, fusion: str = "score", fusion_weights: Sequen
     Raises:
         ConfigError: a part is empty, repeated or unknown.
     """
-    from sirerag.retrievers import OPTIONS, RETRIEVERS, load_base
+    from sirerag.retrievers.registry import OPTIONS, RETRIEVERS, load_base
     from sirerag.retrievers.dense import index_embedder
 
     names = [n.strip() for n in name.split("+")]

@@ -239,22 +239,14 @@ def _covered(query: str, entity: str, matches: Sequence[Any]) -> bool:
 
 def build_tagger(index: Any, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
     """The offline entity tagger of the index's build, for query NER: ``extraction.ner`` of
-    the manifest's config; the rule tagger is fitted on the index's chunks as at build time, or
-    read from ``counts`` (its fitted state, stored with the graph)."""
+    the manifest's config; the rule tagger is fitted on the index's chunks as at build time, or read
+    from ``counts`` (its fitted state, stored with the graph)."""
+    from sirerag.extraction.offline import offline_extractor
+
     ner = index.manifest.get("config", {}).get("extraction", {}).get("ner", "rules")
-    if ner.startswith("spacy:"):
-        from sirerag.extraction.spacy_ner import spacy_tagger
-
-        tag = spacy_tagger(ner.split(":", 1)[1])
-        return lambda text: tuple(tag(text, ()))
-    from sirerag.extraction.tagger import EntityTagger
-
-    if counts is not None:
-        tagger = EntityTagger.from_counts(counts)
-    else:
+    if counts is None and not ner.startswith("spacy:"):
         logger.info("%s: no stored tagger counts (an older build); fitting the tagger on the chunks", index.path)
-        tagger = EntityTagger().fit(c.text for c in index.chunks())
-    return lambda text: tagger.tag(text)
+    return offline_extractor(ner, lambda: (c.text for c in index.chunks()), counts=counts).tag
 
 
 def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,

@@ -1,0 +1,117 @@
+"""The models of a build or update, opened in one place and closed together.
+
+:class:`Models` opens the embedder, the summariser and the extraction LLM the first time a
+stage asks for one, and closes their on-disk caches when its ``with`` block ends (before the
+staged index is swapped in: the default cache folder moves with it). The model-call caches
+live in one folder (:func:`cache_folder`), which the staging keeps (:func:`kept_folders`).
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from sirerag.config import BuildConfig
+from sirerag.errors import ConfigError
+
+
+def cache_folder(out: Path, cache_dir: str | Path | None) -> Path:
+    """The folder of the embedding and LLM call caches: ``cache_dir``, by default ``<out>/cache``."""
+    return Path(cache_dir) if cache_dir is not None else out / "cache"
+
+
+def kept_folders(out: Path, cache: Path) -> tuple[str, ...]:
+    """The top folders of ``out`` a staged write keeps: ``cache`` and, when the cache folder is inside
+    ``out``, its top folder there. ConfigError when ``cache`` is ``out`` itself."""
+    try:
+        rel = cache.absolute().relative_to(out.absolute())
+    except ValueError:
+        return ("cache",)
+    if not rel.parts:
+        raise ConfigError(f"--cache {cache} is the index folder itself; use a folder inside it or elsewhere")
+    return tuple(dict.fromkeys(("cache", rel.parts[0])))
+
+
+def make_summarizer(config: BuildConfig, llm: Any | None, *, show_progress: bool = False):  # noqa: ANN201
+    """The LLM summariser when an LLM is configured, else the offline extractive one."""
+    if llm is not None:
+        from sirerag.trees.llm_summarizer import LLMSummarizer
+
+        return LLMSummarizer(llm, max_tokens=config.tree.summary_max_tokens, show_progress=show_progress)
+    from sirerag.trees.extractive import ExtractiveSummarizer
+
+    return ExtractiveSummarizer(max_tokens=config.tree.summary_max_tokens)
+
+
+class Models(contextlib.AbstractContextManager):
+    """The embedder, summariser and extraction LLM of one run, each opened on first use.
+
+    Args:
+        config: the build settings (specs, batch sizes, LLM settings).
+        cache: the cache folder (:func:`cache_folder`); None: no on-disk cache.
+        engine: where model calls run (:func:`sirerag.engine.make_engine`); None: this process.
+        show_progress: progress bars.
+        embedder_spec: the embedder to load in place of ``config.embedder.spec`` (an update loads the
+            spec the index recorded; a dry run the offline MiniLM in place of a paid API).
+        summarizer: a summariser to use in place of the one the settings name (tests, benchmarks).
+    """
+
+    def __init__(self, config: BuildConfig, cache: Path | None, *, engine: Any = None, show_progress: bool = False,
+                 embedder_spec: str | None = None, summarizer: Any | None = None) -> None:
+        self.config, self.cache, self.engine, self.show_progress = config, cache, engine, show_progress
+        self.embedder_spec = embedder_spec or config.embedder.spec
+        self._opened: dict[str, Any] = {} if summarizer is None else {"summarizer": summarizer}
+        self._stack = contextlib.ExitStack()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the caches of every model opened (idempotent)."""
+        self._stack.close()
+
+    def opened(self, name: str) -> Any | None:
+        """The model ``name`` if a stage opened it, else None (nothing is opened)."""
+        return self._opened.get(name)
+
+    def _open(self, name: str, factory: Any) -> Any:
+        if name not in self._opened:
+            model = self._opened[name] = factory()
+            close = getattr(getattr(model, "cache", None), "close", None)
+            if close is not None:
+                self._stack.callback(close)
+        return self._opened[name]
+
+    def embedder(self) -> Any:
+        def load() -> Any:
+            from sirerag.embedding import load_embedder
+
+            return load_embedder(self.embedder_spec, batch_size=self.config.embedder.batch_size,
+                                 cache_dir=self._sub("embeddings"), show_progress=self.show_progress,
+                                 engine=self.engine)
+        return self._open("embedder", load)
+
+    def llm(self) -> Any | None:
+        """The summary LLM (``llm.spec``), None without one."""
+        return self._open("llm", lambda: self._load_llm(self.config.llm.spec))
+
+    def summarizer(self) -> Any:
+        return self._open("summarizer", lambda: make_summarizer(self.config, self.llm(),
+                                                                show_progress=self.show_progress))
+
+    def extraction_llm(self) -> Any | None:
+        """The extraction LLM (``extraction.llm``, else ``llm.spec``) with ``extraction.extractor = "llm"``."""
+        spec = self.config.extraction.llm or self.config.llm.spec
+        return self._open("extraction_llm", lambda: self._load_llm(spec)
+                          if self.config.extraction.extractor == "llm" else None)
+
+    def _sub(self, name: str) -> Path | None:
+        return self.cache / name if self.cache is not None else None
+
+    def _load_llm(self, spec: str | None) -> Any | None:
+        if not spec:
+            return None
+        from sirerag.llm.factory import load_llm
+
+        return load_llm(spec, config=self.config.llm, cache_dir=self._sub("llm"), engine=self.engine,
+                        engine_batch_size=self.config.engine.llm_batch_size)

@@ -1,0 +1,174 @@
+"""The stage runners that write an index: the build's, and what it shares with the update's.
+
+:class:`IndexWriter` holds what a run hands from stage to stage and writes the stages both
+runners run alike: the pool (entries, embeddings, the ``pool`` component and its counts),
+BM25, the entity graph and the manifest. :class:`BuildRunner` adds the build's own stages
+(:mod:`sirerag.pipeline.update` has the incremental ones). Each stage method takes its
+:class:`~sirerag.pipeline.plan.Stage`.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from sirerag.config import BuildConfig
+from sirerag.errors import SireragError
+from sirerag.io import write_manifest
+from sirerag.lexical import save_bm25
+from sirerag.pipeline.models import Models
+from sirerag.pipeline.plan import Stage
+from sirerag.pool import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS, save_pool, save_records
+from sirerag.trees.base import TreeResult
+from sirerag.types import Chunk, Document, Pool, Proposition
+
+logger = logging.getLogger(__name__)
+
+
+class IndexWriter:
+    """What the stages of one run hand on, and the stages a build and an update share.
+
+    ``out`` is the staging folder; ``components`` and ``counts`` become the manifest's.
+    """
+
+    def __init__(self, out: Path, config: BuildConfig, models: Models, *, show_progress: bool = False) -> None:
+        self.out, self.config, self.models, self.show_progress = out, config, models, show_progress
+        self.documents: Sequence[Document] = ()
+        self.chunks: list[Chunk] = []
+        self.propositions: list[Proposition] = []
+        self.retrieval_pool: Pool | None = None
+        self.components: dict[str, Any] = {}
+        self.counts: dict[str, Any] = {}
+
+    def write_pool(self, pool: Pool) -> None:
+        """Write the pool's entries and embeddings; record its component and counts."""
+        save_pool(self.out, pool)
+        self.retrieval_pool = pool
+        self.components["pool"] = {"type": "pool", "entries": ENTRIES, "embeddings": EMBEDDINGS}
+        self.counts["pool"] = {"entries": len(pool), "by_tree_kind_level": pool.counts()}
+
+    def bm25(self, stage: Stage) -> None:
+        """The lexical index, stored so a search only loads it."""
+        assert self.retrieval_pool is not None, "the pool stage runs before bm25"
+        self.components["bm25"] = save_bm25(self.out, [e.text for e in self.retrieval_pool.entries])
+
+    def graph(self, stage: Stage) -> None:
+        from sirerag.graph.store import build_and_save_graph
+
+        self.components["graph"] = build_and_save_graph(
+            self.out, self.documents, self.propositions, embedder=self.graph_embedder(), config=self.config.graph,
+            pool=self.retrieval_pool, chunk_texts=[c.text for c in self.chunks], ner=self.config.extraction.ner)
+
+    def graph_embedder(self) -> Any:
+        """The embedder of the graph's entities and facts."""
+        return self.models.embedder()
+
+    def write_manifest(self, **content: Any) -> dict[str, Any]:
+        """Close the models' caches, then write the manifest (the last file of a run)."""
+        self.models.close()
+        return write_manifest(self.out, **content)
+
+
+class BuildRunner(IndexWriter):
+    """The real stages of a build, writing into the staging folder ``out``."""
+
+    def __init__(self, corpus: str | Path | Sequence[Document], out: Path, config: BuildConfig, models: Models, *,
+                 show_progress: bool = False) -> None:
+        super().__init__(out, config, models, show_progress=show_progress)
+        self.corpus = corpus
+        self.leaf_embeddings: np.ndarray | None = None
+        self.trees: dict[str, TreeResult] = {}
+        self.query_export_record: dict[str, Any] | None = None
+        self.extractor: str | None = None
+
+    def load(self, stage: Stage) -> None:
+        from sirerag.chunking import chunk_documents
+        from sirerag.io.corpus import load_corpus
+
+        corpus = self.corpus
+        self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
+            load_corpus(corpus, warn_passage_bytes=self.config.chunking.warn_passage_bytes)
+        self.chunks = chunk_documents(self.documents, self.config.chunking)
+        save_records(self.out, DOCUMENTS, self.documents)
+        save_records(self.out, CHUNKS, self.chunks)
+        self.counts.update(documents=len(self.documents), chunks=len(self.chunks))
+
+    def query_export(self, stage: Stage) -> None:
+        export = query_export()
+        if export is not None:  # what the index needs to know; whether this run wrote it is in the log only,
+            # so the same input gives the same manifest (its time is in ``timings``)
+            self.query_export_record = {k: export[k] for k in ("backend", "key")}
+
+    def embed_leaves(self, stage: Stage) -> None:
+        self.leaf_embeddings = self.models.embedder().encode_documents([c.text for c in self.chunks])
+
+    def similarity_tree(self, stage: Stage) -> None:
+        from sirerag.trees.similarity import build_similarity_tree
+
+        config = self.config
+        tree = build_similarity_tree(self.chunks, self.leaf_embeddings, embedder=self.models.embedder(),
+                                     summarizer=self.models.summarizer(), clustering=config.clustering,
+                                     tree=config.tree, random_state=config.seed, show_progress=self.show_progress)
+        self.trees["similarity"] = tree
+        self.counts["similarity_tree"] = tree.stats.to_dict()
+
+    def extraction(self, stage: Stage) -> None:
+        from sirerag.extraction import extract
+
+        result = extract(self.chunks, self.documents, config=self.config.extraction,
+                         llm=self.models.extraction_llm(), out=self.out, show_progress=self.show_progress)
+        self.propositions = list(result.propositions)
+        save_records(self.out, PROPOSITIONS, self.propositions)
+        self.counts["extraction"] = result.stats
+        self.extractor = result.spec
+
+    def relatedness_tree(self, stage: Stage) -> None:
+        from sirerag.trees.relatedness import build_relatedness_tree
+
+        config = self.config
+        tree = build_relatedness_tree(self.propositions, embedder=self.models.embedder(),
+                                      summarizer=self.models.summarizer(), clustering=config.clustering,
+                                      tree=config.tree, relatedness=config.relatedness, random_state=config.seed,
+                                      show_progress=self.show_progress)
+        self.trees["relatedness"] = tree
+        self.counts["relatedness_tree"] = tree.stats.to_dict()
+
+    def pool(self, stage: Stage) -> None:
+        from sirerag.pool import flatten
+        from sirerag.trees.similarity import leaves_from_chunks
+
+        trees = [self.trees.get("similarity") or leaves_from_chunks(self.chunks, self.leaf_embeddings)]
+        self.write_pool(flatten(trees + [self.trees[t] for t in ("relatedness",) if t in self.trees]))
+
+    def models_record(self) -> dict[str, Any]:
+        """The manifest's record of the models used: embedder, summariser ("none" when no stage
+        summarised), LLM and (with an extraction stage) extractor."""
+        embedder = self.models.embedder()
+        record: dict[str, Any] = {"embedder": {"spec": embedder.spec, "load_spec": self.config.embedder.spec,
+                                               "dim": embedder.dim}}
+        if self.query_export_record is not None:
+            record["embedder"]["query_export"] = self.query_export_record
+        summarizer, llm = self.models.opened("summarizer"), self.models.opened("llm")
+        record.update(summarizer=summarizer.spec if summarizer is not None else "none",
+                      llm=llm.spec if llm is not None else None)
+        if self.extractor is not None:
+            record["extractor"] = self.extractor
+        return record
+
+
+def query_export() -> dict[str, Any] | None:
+    """Export MiniLM to ONNX for fast dense searches, once per machine; best effort: a build never
+    fails for it. None when the packages for it are missing."""
+    from sirerag.embedding.onnx_export import ensure_minilm_query_export, export_available
+
+    if not export_available():
+        logger.info("no ONNX export of MiniLM for fast dense searches: onnx, onnxruntime or tokenizers is not "
+                    "installed (pip install 'sirerag[local]')")
+        return None
+    try:
+        return ensure_minilm_query_export()
+    except (SireragError, RuntimeError, OSError, ValueError) as exc:  # torch's exporter raises RuntimeErrors
+        logger.warning("the ONNX export of MiniLM for fast dense searches failed; searches load torch: %s", exc)
+        return None
