@@ -21,6 +21,11 @@ class IndexFormatError(SireragError):
     """An index directory is missing files or was written by an incompatible format version."""
 
 
+class IndexChangedError(IndexFormatError):
+    """The index was replaced (a build, add or remove committed) while a loaded copy was being read:
+    what is read next would mix two indexes. Load it again."""
+
+
 class MissingExtraError(SireragError, ImportError):
     """An optional dependency is not installed; the message names the extra that provides it."""
 

@@ -43,10 +43,13 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.evaluation.retrieval import NO_ANSWERS, evaluate_retrieval
     from sirerag.evaluation.trec import write_run
     from sirerag.io import write_json
+    from sirerag.io.guard import GENERATOR, check_file_outs
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
 
     check_numbers(args)
+    outs = check_file_outs({"--json": args.json_out, "--run": args.run, "--plot": args.plot},
+                           inputs=[args.index, args.questions, args.beir, args.baseline])
     index = load_index(args.index)
     questions = _questions(args, index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
@@ -59,16 +62,17 @@ def run(args: argparse.Namespace) -> int:
     if evaluation.no_answer_excluded == len(questions):
         print(f"  {NO_ANSWERS}")
     if args.run:
-        lines = write_run(args.run, evaluation.rankings, tag=f"sirerag-{retriever.name}")
+        lines = write_run(outs["--run"], evaluation.rankings, tag=f"sirerag-{retriever.name}")
         print(f"  TREC run: {lines} lines written to {args.run}")
     if args.reader:
         result.update(_read(args, index, retriever, questions))
     if args.json_out:
-        write_json(args.json_out, result)
+        write_json(outs["--json"], {"generator": GENERATOR, **result})
     if getattr(args, "plot", None):
         from sirerag.report.plots import plot_results
 
-        print(f"plot written to {plot_results([result], args.plot)}")
+        plot_results([result], outs["--plot"])
+        print(f"plot written to {args.plot}")
     return 0
 
 

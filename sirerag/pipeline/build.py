@@ -22,7 +22,9 @@ from typing import Any, Iterator, Sequence
 from sirerag.config import BuildConfig
 from sirerag.errors import ConfigError, SireragError
 from sirerag.io import write_manifest
+from sirerag.io.guard import check_cache_dir, check_index_out, resolve
 from sirerag.io.staging import staged_index
+from sirerag.pipeline.endpoints import check_endpoints
 from sirerag.lexical import save_bm25
 from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_pool, save_records
 from sirerag.trees.base import TreeResult
@@ -99,10 +101,14 @@ def build_index(
 
     config = check_specs((config or BuildConfig()).validate())
     out = Path(out)
-    cache = Path(cache_dir) if cache_dir is not None else out / "cache"
+    inputs = (corpus,) if isinstance(corpus, (str, Path)) else ()
+    cache = check_cache_dir(cache_dir, index=out) if cache_dir is not None else resolve(out) / "cache"
+    keep = _kept_folders(out, cache)
+    check_index_out(out, keep=keep, inputs=inputs)  # before the endpoints are probed and models load
+    check_endpoints(config)
     engine = make_engine(config.engine)  # a Ray address that does not answer stops here
     try:
-        with staged_index(out, keep=_kept_folders(out, cache)) as stage:
+        with staged_index(out, keep=keep, inputs=inputs) as stage:
             report = _build(corpus, stage, config, cache, show_progress, engine)
     finally:
         engine.close()
@@ -113,7 +119,7 @@ def build_index(
 def _kept_folders(out: Path, cache: Path) -> tuple[str, ...]:
     """``cache`` and, when the cache folder is inside ``out``, its top folder there."""
     try:
-        rel = cache.absolute().relative_to(out.absolute())
+        rel = resolve(cache).relative_to(resolve(out))
     except ValueError:
         return ("cache",)
     if not rel.parts:

@@ -31,10 +31,12 @@ from sirerag.config import BuildConfig
 from sirerag.errors import SireragError
 from sirerag.extraction.extractor import FAILURES, REWRITES
 from sirerag.io import write_jsonl, write_manifest
+from sirerag.io.guard import check_cache_dir
 from sirerag.io.staging import staged_index
 from sirerag.lexical import save_bm25
 from sirerag.pipeline import build as build_mod
 from sirerag.pipeline.build import stage_timer
+from sirerag.pipeline.endpoints import check_endpoints
 from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD, Plan, UpdateConfig,
                                       merged_records, plan_changes, record_change)
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
@@ -89,11 +91,12 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     """
     settings = UpdateConfig(refresh_threshold=refresh_threshold, drift_warn=drift_warn).validate()
     out = Path(index)
-    cache = Path(cache_dir) if cache_dir is not None else out / "cache"
+    cache = check_cache_dir(cache_dir, index=out) if cache_dir is not None else out / "cache"
     command = "add" if add is not None else "remove"
     start = time.perf_counter()
+    inputs = (add,) if isinstance(add, (str, Path)) else ()
     try:
-        with staged_index(out, command=command, keep=build_mod._kept_folders(out, cache)) as stage:
+        with staged_index(out, command=command, keep=build_mod._kept_folders(out, cache), inputs=inputs) as stage:
             report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress)
     except _Unchanged as exc:
         return UpdateReport(out=out, changed=False, counts=exc.args[0])
@@ -118,6 +121,7 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
     old = load_index(out)
     manifest = dict(old.manifest)
     config = BuildConfig.from_dict(manifest.get("config", {}), source=f"{out}/manifest.json").validate()
+    check_endpoints(config)  # before the embedder loads
     if config.relatedness.include_propositions or (not config.relatedness.aggregates and
                                                    "relatedness" in config.trees):
         raise SireragError(f"{out}: add/remove supports the relatedness tree of aggregates (the default and "

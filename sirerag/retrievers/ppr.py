@@ -264,12 +264,14 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
     Raises:
         IndexFormatError: the index has no entity graph.
     """
-    from sirerag.graph.store import load_graph
+    from sirerag.graph.store import GRAPH_DIR, load_graph
 
     folder = index.component("graph")
     if folder is None:
         raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
-    graph, meta = load_graph(folder)
+    with index.reading():  # graph/ of the commit the pool came from, or IndexChangedError
+        index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
+        graph, meta = load_graph(folder)
     settings = dict(meta.get("settings", {}))
     kwargs = {name: options[name] if options.get(name) is not None else settings[name]
               for name in ("damping", "tol", "max_iter") if options.get(name) is not None or name in settings}

@@ -1,0 +1,43 @@
+"""The model servers a build or an update will call, checked before any work
+(:mod:`sirerag.llm.probe`): a server that is down or is not an OpenAI-compatible endpoint
+stops the command in seconds, before the embedder loads."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sirerag.config import BuildConfig
+
+
+def endpoints_of(config: BuildConfig) -> list[Any]:
+    """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``)
+    that name a URL (or take one from the environment)."""
+    from sirerag.llm.factory import parse_spec
+    from sirerag.llm.net import split_openai_spec
+    from sirerag.llm.probe import Endpoint
+
+    out = []
+    llm_specs = [("--llm", config.llm.spec)]
+    if config.extraction.extractor == "llm":
+        llm_specs.append(("--extractor-llm", config.extraction.llm or config.llm.spec))
+    for option, spec in llm_specs:
+        if spec and spec.startswith("openai:"):
+            parsed = parse_spec(spec)
+            urls = parsed.base_urls or tuple(u for u in [os.environ.get(config.llm.base_url_env)] if u)
+            out.append(Endpoint(option, "chat", parsed.model, urls, config.llm.api_key_env))
+    spec = config.embedder.spec
+    if spec.startswith("openai:"):
+        from sirerag.embedding.openai import BASE_URL_ENV, DEFAULT_MODEL, KEY_ENV
+
+        model, url = split_openai_spec(spec.partition(":")[2], default_model=DEFAULT_MODEL)
+        urls = tuple(u for u in [url or os.environ.get(BASE_URL_ENV)] if u)
+        out.append(Endpoint("--embedder", "embeddings", model, urls, KEY_ENV))
+    return out
+
+
+def check_endpoints(config: BuildConfig) -> None:
+    """Every server of :func:`endpoints_of` answers a cheap request, before any model loads or any
+    text is embedded; ConfigError (one line naming the option and the endpoint) otherwise."""
+    from sirerag.llm.probe import check_endpoints as probe
+
+    probe(endpoints_of(config))
