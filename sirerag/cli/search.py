@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.queries is None:
         check_query(args.query)
     queries = [(0, args.query)] if args.queries is None else read_queries(args.queries)
+    queries = clean_queries(queries)
     index = load_index(args.index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
     results = retriever.search_many([q for _, q in queries], k=args.k) if queries else []
@@ -95,6 +96,24 @@ def read_queries(source: str) -> list[tuple[int, str]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{source}: cannot read queries: {exc}") from exc
     return [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def clean_queries(queries: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Queries without lone surrogates (bytes that were not UTF-8 on the command line or stdin), with a count."""
+    from sirerag.errors import InputError
+    from sirerag.io.files import strip_surrogates
+
+    cleaned = [(line, strip_surrogates(query)) for line, query in queries]
+    removed = sum(n for _, (_, n) in cleaned)
+    if removed:
+        print(f"warning: removed {removed} character(s) that are not Unicode text (lone surrogates) from the "
+              "queries", file=sys.stderr)
+    out = [(line, query) for line, (query, _) in cleaned]
+    empty = next((line for line, query in out if not query.strip()), None)
+    if empty is not None:
+        raise InputError(f"query{f' on line {empty}' if empty else ''} is empty once the characters that are "
+                         "not Unicode text are removed")
+    return out
 
 
 def _print_table(rows: list[dict[str, Any]], *, header: str | None) -> None:
