@@ -58,5 +58,9 @@ class IndexLockedError(SireragError):
     """Another process is writing the index (or export) folder; the message names its pid."""
 
 
+class DiskFullError(SireragError, OSError):
+    """The file system ran out of space while a file was written; the message names the file."""
+
+
 class CacheError(SireragError):
     """An on-disk cache (SQLite) is damaged: the message names the file and how to recover."""
