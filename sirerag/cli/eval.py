@@ -44,13 +44,15 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.evaluation.retrieval import NO_ANSWERS, evaluate_retrieval
     from sirerag.evaluation.trec import write_run
     from sirerag.io import write_json
-    from sirerag.io.guard import GENERATOR, check_file_outs
+    from sirerag.io.guard import GENERATOR, check_cache_dir, check_file_outs
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
 
     check_numbers(args)
     outs = check_file_outs({"--json": args.json_out, "--run": args.run, "--plot": args.plot},
                            inputs=[args.index, args.questions, args.beir, args.baseline])
+    if args.reader_cache:
+        check_cache_dir(args.reader_cache, option="--reader-cache")
     index = load_index(args.index)
     questions = _questions(args, index)
     gold_missing = report_missing_gold(questions, index)
