@@ -151,7 +151,7 @@ class Index:
             raise
         except (OSError, ValueError, IndexFormatError) as exc:
             self.check_commit()  # the folder was replaced under the read: say so, not "damaged"
-            raise exc
+            raise
         self.check_commit()
 
     def check_arrays(self, prefix: str) -> None:

@@ -247,3 +247,19 @@ def test_a_build_whose_llm_answers_numbers_fails_in_one_line_and_caches_nothing(
     summaries = [json.loads(line) for line in (out / "entries.jsonl").read_text().splitlines()]
     texts = [e["text"] for e in summaries if e["kind"] == "summary"]
     assert texts and all(t == "A summary of the towns." for t in texts)
+
+
+def test_openai_itself_is_an_endpoint_too_and_needs_a_key(tmp_path, capsys, monkeypatch):
+    from sirerag.config import BuildConfig
+    from sirerag.pipeline.endpoints import endpoints_of
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    config = BuildConfig(trees=("similarity",)).with_overrides(llm={"spec": "openai:gpt-x"},
+                                                               embedder={"spec": "openai:emb@http://127.0.0.1:9/v1"})
+    assert [(e.option, e.urls) for e in endpoints_of(config)] == [("--llm", ("https://api.openai.com/v1",)),
+                                                                  ("--embedder", ("http://127.0.0.1:9/v1",))]
+    assert main(["build", str(_corpus(tmp_path)), "--out", str(tmp_path / "idx"), "--trees", "similarity",
+                 "--llm", "openai:gpt-x", "--quiet"]) == 1
+    assert "--llm openai:gpt-x calls the paid OpenAI API and needs a key in the environment variable " \
+           "OPENAI_API_KEY" in _one_error_line(capsys)

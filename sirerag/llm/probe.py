@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 #: seconds each probe request may take
 PROBE_TIMEOUT = 5.0
 _BODY_CAP = 1 << 20
+#: where ``openai:MODEL`` without a URL (and without ``OPENAI_BASE_URL``) sends its requests
+OPENAI_API = "https://api.openai.com/v1"
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,10 @@ def check_endpoint(endpoint: Endpoint) -> list[str]:
         ConfigError: none answers ("OPTION openai:MODEL at URL: what went wrong").
     """
     key = os.environ.get(endpoint.key_env) or None
+    if key is None and endpoint.urls == (OPENAI_API,):
+        raise ConfigError(f"{endpoint.option} openai:{endpoint.model} calls the paid OpenAI API and needs a key in "
+                          f"the environment variable {endpoint.key_env}; for a local server use "
+                          f"openai:{endpoint.model}@http://HOST:PORT/v1")
     live, problems = [], []
     for url in endpoint.urls:
         problem = _problem(endpoint, url, key)

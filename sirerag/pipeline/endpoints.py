@@ -10,11 +10,11 @@ from sirerag.config import BuildConfig
 
 
 def endpoints_of(config: BuildConfig) -> list[Any]:
-    """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``)
-    that name a URL (or take one from the environment)."""
+    """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``):
+    the spec's URLs, else the URL from the environment, else OpenAI's API."""
     from sirerag.llm.factory import parse_spec
     from sirerag.llm.net import split_openai_spec
-    from sirerag.llm.probe import Endpoint
+    from sirerag.llm.probe import OPENAI_API, Endpoint
 
     out = []
     llm_specs = [("--llm", config.llm.spec)]
@@ -23,14 +23,14 @@ def endpoints_of(config: BuildConfig) -> list[Any]:
     for option, spec in llm_specs:
         if spec and spec.startswith("openai:"):
             parsed = parse_spec(spec)
-            urls = parsed.base_urls or tuple(u for u in [os.environ.get(config.llm.base_url_env)] if u)
+            urls = parsed.base_urls or (os.environ.get(config.llm.base_url_env) or OPENAI_API,)
             out.append(Endpoint(option, "chat", parsed.model, urls, config.llm.api_key_env))
     spec = config.embedder.spec
     if spec.startswith("openai:"):
         from sirerag.embedding.openai import BASE_URL_ENV, DEFAULT_MODEL, KEY_ENV
 
         model, url = split_openai_spec(spec.partition(":")[2], default_model=DEFAULT_MODEL)
-        urls = tuple(u for u in [url or os.environ.get(BASE_URL_ENV)] if u)
+        urls = (url or os.environ.get(BASE_URL_ENV) or OPENAI_API,)
         out.append(Endpoint("--embedder", "embeddings", model, urls, KEY_ENV))
     return out
 
