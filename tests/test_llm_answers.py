@@ -263,3 +263,14 @@ def test_openai_itself_is_an_endpoint_too_and_needs_a_key(tmp_path, capsys, monk
                  "--llm", "openai:gpt-x", "--quiet"]) == 1
     assert "--llm openai:gpt-x calls the paid OpenAI API and needs a key in the environment variable " \
            "OPENAI_API_KEY" in _one_error_line(capsys)
+
+
+def test_a_server_that_accepts_but_never_answers_gets_the_request_timeout():
+    import socket
+
+    with socket.socket() as listener:  # the kernel accepts connections; nobody ever answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        with pytest.raises(ConfigError, match=r"^--llm openai:m at .*: no answer within 0\.3s"):
+            check_endpoint(Endpoint("--llm", "chat", "m", (url,), timeout=0.3))

@@ -3,8 +3,8 @@
 :func:`check_endpoint` asks ``GET URL/models`` (free on OpenAI and on llama.cpp, vLLM and
 Ollama's compatible servers). A server that answers it with 2xx is up; 401/403 means the key
 was refused; a server that does not list models (404, 405, 501) gets one minimal request
-instead: a 1-token chat completion or the embedding of one word. A connection that fails or
-times out, or an answer that is not what the API answers, is a :class:`ConfigError` naming
+instead: a 1-token chat completion or the embedding of one word. A connection that is refused
+(a server that is down: at once) or times out (the request timeout of the backend), or an answer that is not what the API answers, is a :class:`ConfigError` naming
 the option and the endpoint (never the key), so a command stops in seconds, before any model
 loads or any text is embedded.
 """
@@ -23,8 +23,9 @@ from sirerag.llm.net import public_url
 
 logger = logging.getLogger(__name__)
 
-#: seconds each probe request may take
-PROBE_TIMEOUT = 5.0
+#: seconds a probe waits for an answer by default (a busy local server may take the length of one generation;
+#: a server that is down refuses the connection at once)
+PROBE_TIMEOUT = 120.0
 _BODY_CAP = 1 << 20
 #: where ``openai:MODEL`` without a URL (and without ``OPENAI_BASE_URL``) sends its requests
 OPENAI_API = "https://api.openai.com/v1"
@@ -40,9 +41,10 @@ class Endpoint:
     model: str
     urls: tuple[str, ...]
     key_env: str = "OPENAI_API_KEY"
+    timeout: float = PROBE_TIMEOUT
 
 
-def _request(url: str, key: str | None, body: dict | None) -> tuple[int, bytes]:
+def _request(url: str, key: str | None, body: dict | None, timeout: float) -> tuple[int, bytes]:
     headers = {"Accept": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -52,7 +54,7 @@ def _request(url: str, key: str | None, body: dict | None) -> tuple[int, bytes]:
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
     try:
-        with urllib.request.urlopen(req, timeout=PROBE_TIMEOUT) as resp:  # noqa: S310 - http(s) checked by the spec parser
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - http(s) checked by the spec parser
             return resp.status, resp.read(_BODY_CAP)
     except urllib.error.HTTPError as exc:
         return exc.code, b""
@@ -62,22 +64,23 @@ def _problem(endpoint: Endpoint, url: str, key: str | None) -> str | None:
     """Why ``url`` cannot serve ``endpoint`` (None: it answered as the API does)."""
     base = url.rstrip("/")
     try:
-        status, _ = _request(base + "/models", key, None)
+        status, _ = _request(base + "/models", key, None, endpoint.timeout)
         if 200 <= status < 300:
             return None
         if status in (401, 403):
             return f"the server refused the key (HTTP {status}); check {endpoint.key_env}"
         if endpoint.kind == "chat":
             body = {"model": endpoint.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
-            status, raw = _request(base + "/chat/completions", key, body)
+            status, raw = _request(base + "/chat/completions", key, body, endpoint.timeout)
             field = "choices"
         else:
-            status, raw = _request(base + "/embeddings", key, {"model": endpoint.model, "input": ["ping"]})
+            status, raw = _request(base + "/embeddings", key, {"model": endpoint.model, "input": ["ping"]},
+                                   endpoint.timeout)
             field = "data"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return f"connection error: {reason}" if not isinstance(reason, TimeoutError) else \
-            f"no answer within {PROBE_TIMEOUT:g}s"
+            f"no answer within {endpoint.timeout:g}s"
     if not 200 <= status < 300:
         return f"it is not an OpenAI-compatible {endpoint.kind} endpoint for {endpoint.model} (HTTP {status})"
     try:

@@ -8,6 +8,9 @@ from typing import Any
 
 from sirerag.config import BuildConfig
 
+#: seconds the embedding endpoint may take to answer the check (the OpenAI embedder's request timeout)
+EMBED_TIMEOUT = 60.0
+
 
 def endpoints_of(config: BuildConfig) -> list[Any]:
     """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``):
@@ -24,14 +27,15 @@ def endpoints_of(config: BuildConfig) -> list[Any]:
         if spec and spec.startswith("openai:"):
             parsed = parse_spec(spec)
             urls = parsed.base_urls or (os.environ.get(config.llm.base_url_env) or OPENAI_API,)
-            out.append(Endpoint(option, "chat", parsed.model, urls, config.llm.api_key_env))
+            out.append(Endpoint(option, "chat", parsed.model, urls, config.llm.api_key_env,
+                                float(config.llm.timeout)))
     spec = config.embedder.spec
     if spec.startswith("openai:"):
         from sirerag.embedding.openai import BASE_URL_ENV, DEFAULT_MODEL, KEY_ENV
 
         model, url = split_openai_spec(spec.partition(":")[2], default_model=DEFAULT_MODEL)
         urls = (url or os.environ.get(BASE_URL_ENV) or OPENAI_API,)
-        out.append(Endpoint("--embedder", "embeddings", model, urls, KEY_ENV))
+        out.append(Endpoint("--embedder", "embeddings", model, urls, KEY_ENV, EMBED_TIMEOUT))
     return out
 
 
