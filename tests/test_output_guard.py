@@ -178,7 +178,8 @@ def test_a_plot_written_by_sirerag_is_recognised(tmp_path):
     from sirerag.report.plots import plot_results
 
     out = tmp_path / "p.png"
-    plot_results([{"retriever": "bm25", "index": "x", "passage_recall@2": 0.5, "passage_recall@5": 0.7}], out)
+    plot_results([{"retriever": "bm25", "index": "x", "passage_recall@2": 0.5, "passage_recall@5": 0.7,
+                  "answer_recall@256": 0.4, "answer_recall@512": 0.6}], out)
     assert written_by_sirerag(out)
     (tmp_path / "other.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
     assert not written_by_sirerag(tmp_path / "other.png")
