@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import numpy as np
 
 from sirerag.errors import DiskFullError, IndexFormatError, InputError
+from sirerag.io.unicode import has_surrogate_escape, report_surrogates, strip_surrogates
 
 logger = logging.getLogger(__name__)
 
@@ -153,33 +154,6 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
     return n
 
 
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def strip_surrogates(value: Any) -> tuple[Any, int]:
-    """``value`` (a string, or lists and objects of them) without lone surrogates (``"\\ud800"`` in
-    JSON: not Unicode text, and no UTF-8 encoder takes it); returns it and how many were removed."""
-    if isinstance(value, str):
-        return _SURROGATE.subn("", value)
-    if isinstance(value, list):
-        pairs = [strip_surrogates(v) for v in value]
-        return [v for v, _ in pairs], sum(n for _, n in pairs)
-    if isinstance(value, dict):
-        out, total = {}, 0
-        for key, item in value.items():
-            (key, k), (item, n) = strip_surrogates(key), strip_surrogates(item)
-            out[key] = item
-            total += k + n
-        return out, total
-    return value, 0
-
-
-def _report_surrogates(path: Path, removed: int, lines: list[int]) -> None:
-    if removed:
-        logger.warning("%s: removed %d lone surrogate(s) (escapes such as \\ud800 that are not Unicode text) "
-                       "from %d line(s), e.g. line %d", path, removed, len(lines), lines[0])
-
-
 def read_jsonl_numbered(path: str | Path, *, keep_surrogates: bool = False) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, parsed value)`` for each non-blank line; errors name the file and line.
     Lone surrogates are removed from every string, with a count in the log (unless ``keep_surrogates``:
@@ -187,12 +161,11 @@ def read_jsonl_numbered(path: str | Path, *, keep_surrogates: bool = False) -> I
     path = Path(path)
     if not path.is_file():
         raise InputError(f"file not found: {path}")
-    removed, lines = 0, []
+    lines: list[tuple[int, int]] = []  # (line, surrogates removed) of the lines that had some
     try:
         yield from _numbered(path, keep_surrogates, lines)
-    finally:
-        removed = sum(n for _, n in lines)
-        _report_surrogates(path, removed, [lineno for lineno, _ in lines])
+    finally:  # also when the reader stops early
+        report_surrogates(path, sum(n for _, n in lines), [lineno for lineno, _ in lines])
 
 
 def _numbered(path: Path, keep_surrogates: bool, lines: list[tuple[int, int]]) -> Iterator[tuple[int, Any]]:
@@ -210,15 +183,11 @@ def _numbered(path: Path, keep_surrogates: bool, lines: list[tuple[int, int]]) -
                 raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
             except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
                 raise InputError(f"{path}:{lineno}: unreadable JSON: {exc}") from exc
-            if not keep_surrogates and b"\\u" in raw and _has_surrogate_escape(raw):
+            if not keep_surrogates and b"\\u" in raw and has_surrogate_escape(raw):
                 value, n = strip_surrogates(value)
                 if n:
                     lines.append((lineno, n))
             yield lineno, value
-
-
-def _has_surrogate_escape(raw: bytes) -> bool:
-    return re.search(rb"\\u[dD][89a-fA-F]", raw) is not None
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -262,7 +231,7 @@ def read_json(path: str | Path, *, keep_surrogates: bool = False) -> Any:
         raise InputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
     except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
         raise InputError(f"{path}: unreadable JSON: {exc}") from exc
-    if not keep_surrogates and "\\u" in text and _has_surrogate_escape(text.encode("utf-8", "replace")):
+    if not keep_surrogates and "\\u" in text and has_surrogate_escape(text.encode("utf-8", "replace")):
         value, n = strip_surrogates(value)
         if n:
             logger.warning("%s: removed %d lone surrogate(s) (escapes such as \\ud800 that are not Unicode "

@@ -21,12 +21,10 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from sirerag import __version__
 from sirerag.errors import ConfigError, IndexFormatError
 from sirerag.io.manifest import MANIFEST, UNLISTED, parse_manifest
+from sirerag.io.markers import GENERATOR, written_by_sirerag
 
-#: What sirerag writes into its files so the guard knows them again.
-GENERATOR = f"sirerag {__version__}"
 #: The marker file of a folder written by ``sirerag data convert``.
 DATASET_MARKER = ".sirerag-dataset.json"
 EXPORT_MANIFEST = "export.json"
@@ -34,8 +32,10 @@ EXPORT_FORMATS = ("beir", "colbert", "jsonl", "parquet")
 #: Top-level names an index of format 1 could hold (its manifest did not list its files).
 LEGACY_NAMES = frozenset({MANIFEST, "entries.jsonl", "embeddings.npy", "documents.jsonl", "chunks.jsonl",
                           "propositions.jsonl", "extraction_failures.jsonl", "rewrites.jsonl", "graph", "colbert"})
+__all__ = ["DATASET_MARKER", "GENERATOR", "check_cache_dir", "check_dataset_out", "check_export_out",
+           "check_file_out", "check_file_outs", "check_index_out", "refuse_special", "resolve", "written_by_sirerag"]
+
 _OUR_TEMP = re.compile(r"^\..+\.(tmp-[0-9a-f]{8}|[A-Za-z0-9_]+\.tmp)$")
-_PEEK = 1 << 16
 
 
 def resolve(path: str | Path) -> Path:
@@ -93,52 +93,6 @@ def _refuse_inputs(path: Path, shown: Any, option: str, inputs: Iterable[Any], *
             where = "is" if path == src else "is inside" if src in path.parents else "holds"
             raise ConfigError(f"{option} {shown} {where} the input {given} of this command; write the output "
                               "somewhere else")
-
-
-def written_by_sirerag(path: Path) -> bool:
-    """Whether the file ``path`` is one sirerag wrote (an HTML report, an eval result or build plan,
-    a TREC run, a plot), by the marker each carries; an empty file counts (it holds nothing)."""
-    try:
-        size = path.stat().st_size
-        if size == 0:
-            return True
-        with open(path, "rb") as fh:
-            head = fh.read(_PEEK)
-    except OSError:
-        return False
-    if head.startswith(b"\x89PNG"):
-        return b"tEXtSoftware\x00sirerag" in head
-    if b'<meta name="generator" content="sirerag' in head or b"<title>sirerag index " in head:
-        return True  # an inspect report (the title: one written before the generator tag)
-    if head.lstrip().startswith(b"{"):
-        return _sirerag_json(path, size)
-    return _sirerag_run(head)
-
-
-def _sirerag_json(path: Path, size: int) -> bool:
-    if size > 64 << 20:
-        return False
-    try:
-        data = json.loads(path.read_bytes())
-    except (ValueError, OSError, RecursionError):
-        return False
-    if not isinstance(data, dict):
-        return False
-    if str(data.get("generator", "")).startswith("sirerag"):
-        return True
-    # an eval result of an earlier version (before the generator key)
-    return "retriever" in data and "n_questions" in data and any("@" in str(k) for k in data)
-
-
-def _sirerag_run(head: bytes) -> bool:
-    lines = head.split(b"\n")
-    if len(lines) > 1:
-        lines = lines[:-1]  # the last may be cut by the peek
-    for line in lines:
-        fields = line.split()
-        if fields and not (len(fields) == 6 and fields[1] == b"Q0" and fields[5].startswith(b"sirerag")):
-            return False
-    return any(line.strip() for line in lines)
 
 
 def check_file_out(path: str | Path, option: str, *, inputs: Iterable[Any] = (),
