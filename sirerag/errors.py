@@ -21,6 +21,11 @@ class IndexFormatError(SireragError):
     """An index directory is missing files or was written by an incompatible format version."""
 
 
+class IndexChangedError(IndexFormatError):
+    """The index was replaced (a build, add or remove committed) while a loaded copy was being read:
+    what is read next would mix two indexes. Load it again."""
+
+
 class MissingExtraError(SireragError, ImportError):
     """An optional dependency is not installed; the message names the extra that provides it."""
 
@@ -51,6 +56,10 @@ def check(condition: bool, parameter: str, value: object, allowed: str) -> None:
 
 class IndexLockedError(SireragError):
     """Another process is writing the index (or export) folder; the message names its pid."""
+
+
+class DiskFullError(SireragError, OSError):
+    """The file system ran out of space while a file was written; the message names the file."""
 
 
 class CacheError(SireragError):

@@ -26,16 +26,15 @@ from typing import Any, Callable
 import numpy as np
 
 from sirerag import __version__
-from sirerag.errors import ConfigError, InputError, check, require
-from sirerag.io import atomic_dir, atomic_path, index_lock, read_json, save_npy, write_collection, write_json, write_jsonl
-from sirerag.io.staging import refuse_special
+from sirerag.errors import check, require
+from sirerag.io import atomic_dir, atomic_path, check_files, index_lock, save_npy, write_collection, write_json, write_jsonl
+from sirerag.io.guard import EXPORT_FORMATS, EXPORT_MANIFEST, check_export_out
 from sirerag.pool import DOCUMENTS, Index, load_index
 from sirerag.types import Node
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("beir", "colbert", "jsonl", "parquet")
-EXPORT_MANIFEST = "export.json"
+FORMATS = EXPORT_FORMATS
 
 
 @dataclass(frozen=True)
@@ -109,34 +108,6 @@ WRITERS: dict[str, Callable[[Index, Path], list[str]]] = {
 }
 
 
-def _check_out(out: Path, source: Path, overwrite: bool) -> None:
-    """``out`` must be missing, empty, or (with ``overwrite``) an earlier export holding only
-    the files its ``export.json`` lists; never the source index, inside it, or around it."""
-    refuse_special(out)
-    src, dst = source.resolve(), out.resolve()
-    if dst == src or src in dst.parents or dst in src.parents:
-        raise ConfigError(f"--out {out} is the source index, inside it or around it ({source}); "
-                          "choose a folder outside the index")
-    if not out.exists() or not any(out.iterdir()):
-        return
-    try:
-        info = read_json(out / EXPORT_MANIFEST)
-    except InputError:
-        info = None
-    listed = info.get("files") if isinstance(info, dict) else None
-    if not (isinstance(info, dict) and info.get("format") in FORMATS and "sirerag_version" in info
-            and isinstance(listed, list) and all(isinstance(f, str) for f in listed)):
-        raise ConfigError(f"--out {out} exists and is not a sirerag export (no valid {EXPORT_MANIFEST}); "
-                          "choose a new folder")
-    present = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
-    foreign = [f for f in present if f not in listed] + [p.name for p in out.iterdir() if p.is_dir()]
-    if foreign:
-        raise ConfigError(f"--out {out} holds files its {EXPORT_MANIFEST} does not list ({', '.join(foreign[:5])}); "
-                          "sirerag replaces only what it wrote: move them or choose a new folder")
-    if not overwrite:
-        raise ConfigError(f"--out {out} already holds an export; pass overwrite=True (--overwrite) to replace it")
-
-
 def export_pool(index: Index | str | Path, out: str | Path, format: str, *, overwrite: bool = False) -> ExportReport:
     """Write the pool of an index in ``format`` into the folder ``out``.
 
@@ -159,15 +130,17 @@ def export_pool(index: Index | str | Path, out: str | Path, format: str, *, over
     check(format in FORMATS, "format", format, f"one of {FORMATS}")
     if format == "parquet":
         require("pyarrow", "export", purpose="the parquet export")
-    out = Path(out).expanduser()
     source = index.path if isinstance(index, Index) else Path(index)
-    _check_out(out, source, overwrite)
+    shown = out
+    out = check_export_out(out, source, overwrite=overwrite)  # resolved: a link to an export stays a link
     index = index if isinstance(index, Index) else load_index(index)
     with index_lock(out, "export"), atomic_dir(out) as tmp:
-        _check_out(out, source, overwrite)  # again, under the lock
+        check_export_out(out, source, overwrite=overwrite)  # again, under the lock
         files = WRITERS[format](index, tmp)
-        if (index.path / DOCUMENTS).is_file():
-            shutil.copyfile(index.path / DOCUMENTS, tmp / DOCUMENTS)
+        if DOCUMENTS in index.manifest.get("files", {}):
+            with index.reading():  # the documents of the loaded commit, or IndexChangedError
+                shutil.copyfile(index.path / DOCUMENTS, tmp / DOCUMENTS)
+            check_files(tmp, {"files": {DOCUMENTS: index.manifest["files"][DOCUMENTS]}}, hashes=True)
             files.append(DOCUMENTS)
         files.append(EXPORT_MANIFEST)
         write_json(tmp / EXPORT_MANIFEST, {
@@ -176,5 +149,5 @@ def export_pool(index: Index | str | Path, out: str | Path, format: str, *, over
             "embedding_dim": int(index.pool.embeddings.shape[1]),
         })
     logger.info("exported %d entries as %s to %s", len(index.pool), format, out)
-    return ExportReport(out=out, format=format, rows=len(index.pool), files=tuple(files))
+    return ExportReport(out=Path(shown).expanduser(), format=format, rows=len(index.pool), files=tuple(files))
 

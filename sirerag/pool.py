@@ -8,6 +8,7 @@ component subfolders (``graph/``, ``colbert/``) listed in the manifest.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -16,9 +17,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from sirerag.errors import IndexFormatError
+from sirerag.errors import IndexChangedError, IndexFormatError, InputError
 from sirerag.io import MANIFEST, check_files, damaged, load_npy, read_manifest, save_npy, write_json, write_jsonl
-from sirerag.io.manifest import refresh_files, sha256_matches
+from sirerag.io.manifest import check_sample, commit_id, parse_manifest, refresh_files, sha256_matches
 from sirerag.trees.base import TreeResult
 from sirerag.types import Chunk, Document, Node, Pool, Proposition
 
@@ -64,6 +65,8 @@ def load_pool(directory: str | Path, manifest: dict[str, Any] | None = None) -> 
     directory = Path(directory)
     entries = tuple(_node(directory, lineno, r) for lineno, r in _records(directory, ENTRIES, manifest))
     embeddings = load_npy(directory / EMBEDDINGS, index=directory)
+    if manifest is not None:
+        check_sample(directory, manifest, EMBEDDINGS)  # a same-size damaged file, at the cost of a few reads
     if embeddings.dtype != np.float32 or embeddings.ndim != 2 or embeddings.shape[0] != len(entries):
         raise IndexFormatError(damaged(
             directory / EMBEDDINGS, f"expected float32 of shape ({len(entries)}, dim) for the {len(entries)} "
@@ -113,19 +116,55 @@ def save_records(directory: str | Path, name: str, records: Iterable[Any]) -> in
 
 @dataclass(frozen=True, eq=False)
 class Index:
-    """A loaded index directory.
+    """A loaded index directory, one commit of it (``commit``: :func:`sirerag.io.manifest.commit_id`).
 
-    Records read later (documents, chunks, propositions) are checked against the
-    manifest read at load time, so an index rebuilt in between is an error, never a mix.
+    Everything read later (documents, chunks, propositions, ``bm25/``, ``graph/``) is read under
+    :meth:`reading`, which checks that the folder still holds that commit before and after the
+    read: an index replaced by a build, add or remove in between is an
+    :class:`~sirerag.errors.IndexChangedError` ("the index changed while it was being read"),
+    never a mix of two indexes.
     """
 
     path: Path
     manifest: dict[str, Any]
     pool: Pool
+    commit: str = ""
+
+    def check_commit(self) -> None:
+        """Raise IndexChangedError unless the folder still holds the commit this index was loaded from."""
+        try:
+            current = commit_id(parse_manifest(self.path))
+        except (IndexFormatError, InputError, OSError):
+            current = None
+        if current != (self.commit or commit_id(self.manifest)):
+            raise IndexChangedError(f"{self.path}: the index changed while it was being read (a build, add or "
+                                    "remove replaced it since it was loaded); load it again")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Read files of this commit in the block: the commit is checked before and after, and an
+        error inside it becomes IndexChangedError when the folder no longer holds the commit."""
+        self.check_commit()
+        try:
+            yield
+        except IndexChangedError:
+            raise
+        except (OSError, ValueError, IndexFormatError):
+            self.check_commit()  # the folder was replaced under the read: say so, not "damaged"
+            raise
+        self.check_commit()
+
+    def check_arrays(self, prefix: str) -> None:
+        """Check the array files under ``prefix`` (e.g. ``graph/``) against their sample checksums."""
+        for rel in self.manifest.get("files", {}):
+            if rel.startswith(prefix) and rel.endswith(".npy"):
+                check_sample(self.path, self.manifest, rel)
 
     def _read(self, name: str, cls: Any) -> list[Any]:
         rows = []
-        for lineno, record in _records(self.path, name, self.manifest):
+        with self.reading():
+            records = list(_records(self.path, name, self.manifest))
+        for lineno, record in records:
             try:
                 rows.append(cls.from_dict(record))
             except (TypeError, ValueError, KeyError) as exc:
@@ -166,7 +205,8 @@ def load_index(directory: str | Path, *, verify: bool = False) -> Index:
         manifest = read_manifest(directory)
         try:
             check_files(directory, manifest, hashes=verify)
-            return Index(path=directory, manifest=manifest, pool=load_pool(directory, manifest))
+            pool = load_pool(directory, manifest)
+            return Index(path=directory, manifest=manifest, pool=pool, commit=commit_id(manifest))
         except IndexFormatError:
             if attempt == 2 or _current_manifest(directory) == manifest:
                 raise  # damaged, not swapped for a new build while we read it

@@ -117,11 +117,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _dry_run(args: argparse.Namespace, config: Any) -> int:
     from sirerag.io import write_json
+    from sirerag.io.guard import GENERATOR, check_file_out
     from sirerag.pipeline.dryrun import dry_run, format_report
 
     cache = args.cache or (Path(args.out) / "cache" if args.out else None)
+    json_out = check_file_out(args.json_out, "--json", inputs=[args.corpus]) if args.json_out else None
     report = dry_run(Path(args.corpus), config, cache_dir=cache, show_progress=progress_enabled(args))
     print(format_report(report))
     if args.json_out:
-        write_json(args.json_out, report.to_dict())
+        write_json(json_out, {"generator": GENERATOR, **report.to_dict()})
     return 0

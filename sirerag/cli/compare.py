@@ -20,13 +20,16 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sirerag.errors import InputError
+    from sirerag.io.guard import check_file_out
     from sirerag.report.plots import comparison_table, load_results, plot_results
 
+    plot = check_file_out(args.plot, "--plot", inputs=args.results) if args.plot else None
     results = load_results(args.results)
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else None
     if labels is not None and len(labels) != len(results):
         raise InputError(f"--labels: {len(labels)} labels for {len(results)} results")
     print(comparison_table(results, labels))
     if args.plot:
-        print(f"plot written to {plot_results(results, args.plot, labels)}")
+        plot_results(results, plot, labels)
+        print(f"plot written to {args.plot}")
     return 0

@@ -37,9 +37,13 @@ def register(sub: Any) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     from sirerag.datasets import convert, write
 
+    from sirerag.io.guard import check_dataset_out
+
+    inputs = [*args.inputs, *([args.ids] if args.ids else [])]
+    check_dataset_out(args.out, inputs=inputs)  # before any work
     ids = _read_ids(Path(args.ids)) if args.ids else None
     conversion = convert(args.format, args.inputs, split=args.split, ids=ids)
-    files = write(conversion, args.out, to=args.to)
+    files = write(conversion, args.out, to=args.to, inputs=inputs)
     print(f"{args.format}: {len(conversion.questions)} questions, {len(conversion.corpus)} passages "
           f"({conversion.merged} repeated paragraphs kept once)")
     for reason, count in conversion.dropped.items():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from sirerag.cli.common import add_common, progress_enabled
@@ -43,13 +44,19 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.evaluation.retrieval import NO_ANSWERS, evaluate_retrieval
     from sirerag.evaluation.trec import write_run
     from sirerag.io import write_json
+    from sirerag.io.guard import GENERATOR, check_cache_dir, check_file_outs
     from sirerag.pool import load_index
     from sirerag.retrievers import load_retriever
     from sirerag.retrievers.pool_rank import describe
 
     check_numbers(args)
+    outs = check_file_outs({"--json": args.json_out, "--run": args.run, "--plot": args.plot},
+                           inputs=[args.index, args.questions, args.beir, args.baseline])
+    if args.reader_cache:
+        check_cache_dir(args.reader_cache, option="--reader-cache")
     index = load_index(args.index)
     questions = _questions(args, index)
+    gold_missing = report_missing_gold(questions, index)
     retriever = load_retriever(args.retriever, index, **retriever_options(args))
     result: dict[str, Any] = {"index": str(index.path), "questions": str(args.questions or args.beir)}
     evaluation = evaluate_retrieval(index.pool, retriever, questions, depth=args.depth,
@@ -57,20 +64,22 @@ def run(args: argparse.Namespace) -> int:
     result.update(evaluation.to_dict())
     result.update(describe(retriever))  # the retriever and the pool rule (and its leaf share) that ranked
     result["pool_entries"] = len(index.pool)
+    result.update(gold_missing)
     print_table(result)
     if evaluation.no_answer_excluded == len(questions):
         print(f"  {NO_ANSWERS}")
     if args.run:
-        lines = write_run(args.run, evaluation.rankings, tag=f"sirerag-{retriever.name}")
+        lines = write_run(outs["--run"], evaluation.rankings, tag=f"sirerag-{retriever.name}")
         print(f"  TREC run: {lines} lines written to {args.run}")
     if args.reader:
         result.update(_read(args, index, retriever, questions))
     if args.json_out:
-        write_json(args.json_out, result)
+        write_json(outs["--json"], {"generator": GENERATOR, **result})
     if getattr(args, "plot", None):
         from sirerag.report.plots import plot_results
 
-        print(f"plot written to {plot_results([result], args.plot)}")
+        plot_results([result], outs["--plot"])
+        print(f"plot written to {args.plot}")
     return 0
 
 
@@ -87,6 +96,21 @@ def _questions(args: argparse.Namespace, index: Any) -> list[Any]:
         raise InputError(f"{args.beir}: none of the judged documents is a passage of {args.index}; build the index "
                          f"from {args.beir}/corpus.jsonl (sirerag build keeps BEIR's _id)")
     return questions
+
+
+def report_missing_gold(questions: Any, index: Any) -> dict[str, Any]:
+    """Count (and say) the gold passage ids that are not passages of the index: they can only be misses."""
+    known = {pid for entry in index.pool.entries for pid in entry.passages}
+    missing = {q.id: [g for g in q.gold_passage_ids if g not in known] for q in questions}
+    missing = {qid: ids for qid, ids in missing.items() if ids}
+    n = sum(len(ids) for ids in missing.values())
+    if n:
+        qid, ids = next(iter(missing.items()))
+        total = sum(len(q.gold_passage_ids) for q in questions)
+        print(f"warning: {n} of {total} gold passage ids ({len(missing)} of {len(questions)} questions) are not "
+              f"passages of {index.path}, e.g. {ids[0]!r} of question {qid!r}; they count as misses "
+              "(was the index built from another corpus?)", file=sys.stderr)
+    return {"gold_not_in_index": n, "questions_with_gold_not_in_index": len(missing)}
 
 
 def check_numbers(args: argparse.Namespace) -> None:

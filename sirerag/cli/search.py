@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     source = args.queries if args.queries is not None else "-" if args.query == "-" else None
     if source is None:
         check_query(args.query)
-    queries = [Query(None, None, args.query)] if source is None else read_queries(source)
+    queries = clean_queries([Query(None, None, args.query)] if source is None else read_queries(source))
     if not queries:  # an empty file or stdin: nothing to search, nothing to load
         return 0
     with Index.load(args.index) as index:
@@ -130,6 +130,24 @@ def read_queries(source: str) -> list[Query]:
         if field is None:
             raise InputError(f"{where}:{n}: a JSON line needs a string field {' or '.join(QUERY_FIELDS)}")
         out.append(Query(n, None if row.get("id") is None else str(row["id"]), row[field].strip()))
+    return out
+
+
+def clean_queries(queries: list[Query]) -> list[Query]:
+    """Queries without lone surrogates (bytes that were not UTF-8 on the command line or stdin), with a count."""
+    from sirerag.errors import InputError
+    from sirerag.io.files import strip_surrogates
+
+    cleaned = [(query, strip_surrogates(query.text)) for query in queries]
+    removed = sum(n for _, (_, n) in cleaned)
+    if removed:
+        print(f"warning: removed {removed} character(s) that are not Unicode text (lone surrogates) from the "
+              "queries", file=sys.stderr)
+    out = [query._replace(text=text) for query, (text, _) in cleaned]
+    empty = next((query for query in out if not query.text.strip()), None)
+    if empty is not None:
+        where = f" on line {empty.line}" if empty.line is not None else ""
+        raise InputError(f"query{where} is empty once the characters that are not Unicode text are removed")
     return out
 
 

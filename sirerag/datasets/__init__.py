@@ -15,6 +15,8 @@ from typing import Sequence
 from sirerag.datasets import beir, bench, hipporag, hotpotqa, musique, twowiki
 from sirerag.datasets.base import Conversion, write_conversion
 from sirerag.errors import ConfigError
+from sirerag.io import atomic_dir, index_lock, write_json
+from sirerag.io.guard import DATASET_MARKER, check_dataset_out, dataset_marker
 
 #: format name -> module with ``convert(inputs, *, split)``, ``NAME`` and ``INPUTS``.
 FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (beir, musique, twowiki, hotpotqa, hipporag, bench)}
@@ -45,14 +47,27 @@ def convert(fmt: str, inputs: Sequence[str | Path], *, split: str | None = None,
 TARGETS = ("sirerag", "beir")
 
 
-def write(conversion: Conversion, out: str | Path, *, to: str = "sirerag") -> list[Path]:
+def write(conversion: Conversion, out: str | Path, *, to: str = "sirerag", inputs: Sequence[str | Path] = ()
+          ) -> list[Path]:
     """Write ``conversion`` into the folder ``out``: ``corpus.jsonl`` + ``questions.jsonl``
-    (``to="sirerag"``) or a BEIR folder (``to="beir"``). Returns the files written."""
+    (``to="sirerag"``) or a BEIR folder (``to="beir"``), plus the marker
+    :data:`~sirerag.io.guard.DATASET_MARKER` listing them. The folder is written beside ``out``
+    and swapped in whole. Returns the files written.
+
+    Raises:
+        ConfigError: ``out`` may not be replaced (:func:`sirerag.io.guard.check_dataset_out`: a folder
+            holding files sirerag did not write, an input or a folder around one, inside an index).
+    """
     if to not in TARGETS:
         raise ConfigError(f"to must be one of {list(TARGETS)}, got {to!r}")
-    if to == "beir":
-        return beir.write_beir(conversion, out)
-    return list(write_conversion(conversion, out))
+    shown = Path(out).expanduser()
+    out = check_dataset_out(out, inputs=inputs)
+    with index_lock(out, "data convert"), atomic_dir(out) as tmp:
+        check_dataset_out(out, inputs=inputs)  # again, under the lock
+        files = beir.write_beir(conversion, tmp) if to == "beir" else list(write_conversion(conversion, tmp))
+        rel = [p.relative_to(tmp).as_posix() for p in files]
+        write_json(tmp / DATASET_MARKER, dataset_marker(rel, format=conversion.format, to=to))
+    return [shown / r for r in rel]
 
 
 __all__ = ["FORMATS", "TARGETS", "Conversion", "convert", "write", "write_conversion"]

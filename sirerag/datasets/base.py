@@ -203,11 +203,22 @@ def supporting_titles(where: str, obj: Any) -> list[str]:
 def answers_of(where: str, obj: Any, *alias_fields: str) -> list[str]:
     """``answer`` (a string or a list) followed by aliases from ``alias_fields``, without repeats."""
     answer = field_of(where, obj, "answer", (str, list, int, float))
-    out = [str(a) for a in (answer if isinstance(answer, list) else [answer])]
+    out = answer_strings(where, "answer", answer if isinstance(answer, list) else [answer])
     for name in alias_fields:
-        aliases = field_of(where, obj, name, list, optional=True) or []
-        out.extend(str(a) for a in aliases)
+        out.extend(answer_strings(where, name, field_of(where, obj, name, list, optional=True) or []))
     return list(dict.fromkeys(out))
+
+
+def answer_strings(where: str, name: str, values: list[Any]) -> list[str]:
+    """Answers as strings: each item a string or a number; anything else (an object, null, a list) is
+    refused with the place, the field and the item."""
+    out = []
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise InputError(f"{where}: field '{name}' must hold strings (or numbers), got a JSON "
+                             f"{json_type(value)} at position {i}: {_short(value)}")
+        out.append(str(value))
+    return out
 
 
 def write_conversion(conversion: Conversion, out: str | Path) -> tuple[Path, Path]:

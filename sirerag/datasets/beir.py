@@ -54,6 +54,8 @@ def read_beir(folder: str | Path, split: str = "test", *, corpus: bool = True) -
     metadata: dict[str, dict] = {}
     for where, obj in records(folder / "queries.jsonl"):
         qid = str(field_of(where, obj, "_id", (str, int)))
+        if qid in queries:
+            raise InputError(f"{where}: query id {qid!r} is used twice; ids must be unique")
         queries[qid] = field_of(where, obj, "text", str)
         metadata[qid] = field_of(where, obj, "metadata", dict, optional=True) or {}
     return BeirFolder(folder, split, tuple(documents), queries, read_qrels(folder / "qrels" / f"{split}.tsv"),

@@ -24,7 +24,7 @@ import numpy as np
 from sirerag.errors import InputError
 from sirerag.evaluation.metrics import ndcg, passage_recall, reciprocal_rank
 from sirerag.evaluation.text import contains_answer, is_yes_no
-from sirerag.io import read_jsonl
+from sirerag.io.files import json_type, read_jsonl_numbered
 from sirerag.retrievers.base import Hit, Retriever
 from sirerag.tokens import get_encoding
 from sirerag.types import Pool
@@ -57,18 +57,36 @@ def load_questions(path: str | Path, *, split: str | None = None, limit: int | N
     Raises:
         InputError: a row misses a field or has the wrong type (names file and line).
     """
+    from sirerag.datasets.base import answer_strings
+
     out: list[Question] = []
-    for lineno, row in enumerate(read_jsonl(path), start=1):
+    first_line: dict[str, int] = {}
+    for lineno, row in read_jsonl_numbered(path):
+        where = f"{path}: question row {lineno}"
+        if not isinstance(row, dict):
+            raise InputError(f"{where}: expected a JSON object, got a JSON {json_type(row)}")
         for name, kind in (("question", str), ("answers", list), ("gold_passage_ids", list)):
             if not isinstance(row.get(name), kind):
-                raise InputError(f"{path}: question row {lineno}: field '{name}' must be a {kind.__name__}")
+                raise InputError(f"{where}: field '{name}' must be a {kind.__name__}, got a JSON "
+                                 f"{json_type(row.get(name))}")
         if not row["question"].strip():
-            raise InputError(f"{path}: question row {lineno}: 'question' is empty")
+            raise InputError(f"{where}: 'question' is empty")
+        raw_id = row.get("id", lineno)
+        if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or not str(raw_id).strip():
+            raise InputError(f"{where}: 'id' must be a non-empty string or an integer, got {raw_id!r}")
+        if str(raw_id) in first_line:
+            raise InputError(f"{where}: question id {str(raw_id)!r} is already used at question row "
+                             f"{first_line[str(raw_id)]}; ids must be unique")
+        first_line[str(raw_id)] = lineno
+        gold = row["gold_passage_ids"]
+        bad = next((g for g in gold if not isinstance(g, str)), None) if gold else None
+        if bad is not None:
+            raise InputError(f"{where}: field 'gold_passage_ids' must hold strings, got a JSON {json_type(bad)}")
         if split is not None and row.get("split") != split:
             continue
-        out.append(Question(id=str(row.get("id", lineno)), question=row["question"],
-                            answers=tuple(str(a) for a in row["answers"]),
-                            gold_passage_ids=tuple(row["gold_passage_ids"]), split=str(row.get("split", ""))))
+        out.append(Question(id=str(raw_id), question=row["question"],
+                            answers=tuple(answer_strings(where, "answers", row["answers"])),
+                            gold_passage_ids=tuple(gold), split=str(row.get("split", ""))))
         if limit is not None and len(out) >= limit:
             break
     if not out:

@@ -95,7 +95,7 @@ def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> lis
     elif not path.exists():
         raise InputError(f"corpus not found: {path}")
     elif path.suffix.lower() == ".jsonl":
-        rows = ((f"{path}:{lineno}", obj) for lineno, obj in read_jsonl_numbered(path))
+        rows = ((f"{path}:{lineno}", obj) for lineno, obj in read_jsonl_numbered(path, keep_surrogates=True))
     elif path.suffix.lower() == ".json":
         rows = _json_rows(path)
     else:
@@ -110,7 +110,7 @@ def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> lis
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
-    data = read_json(path)
+    data = read_json(path, keep_surrogates=True)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of objects with a 'text' field, "
                          f"got a JSON {_json_type(data)}")

@@ -12,7 +12,9 @@ import ctypes
 import ctypes.util
 import errno
 import json
+import logging
 import os
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -20,8 +22,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from sirerag.errors import IndexFormatError, InputError
+from sirerag.errors import DiskFullError, IndexFormatError, InputError
+from sirerag.io.unicode import has_surrogate_escape, report_surrogates, strip_surrogates
 
+logger = logging.getLogger(__name__)
 
 try:
     _LIBC: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -60,11 +64,29 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = _unique_sibling(path, "tmp", _new_file)
     try:
-        yield tmp_path
+        try:
+            yield tmp_path
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFullError(f"disk full while writing {path} (free some space and run the command "
+                                    "again)") from exc
+            raise
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error says the file system is full (ENOSPC, EDQUOT, or numpy's short write)."""
+    if isinstance(exc, DiskFullError):
+        return False
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, OSError) and exc.errno is None and _SHORT_WRITE.search(str(exc)) is not None
+
+
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -106,7 +128,14 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     tmp = make_temp_dir(path)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as exc:
+            if is_disk_full(exc):
+                name = f"{path}/{Path(exc.filename).name}" if getattr(exc, "filename", None) else str(path)
+                raise DiskFullError(f"disk full while writing {name} (free some space and run the command "
+                                    "again)") from exc
+            raise
         old = swap_dir(tmp, path)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
@@ -125,11 +154,21 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
     return n
 
 
-def read_jsonl_numbered(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line number, parsed value)`` for each non-blank line; errors name the file and line."""
+def read_jsonl_numbered(path: str | Path, *, keep_surrogates: bool = False) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, parsed value)`` for each non-blank line; errors name the file and line.
+    Lone surrogates are removed from every string, with a count in the log (unless ``keep_surrogates``:
+    the caller cleans the text itself)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"file not found: {path}")
+    lines: list[tuple[int, int]] = []  # (line, surrogates removed) of the lines that had some
+    try:
+        yield from _numbered(path, keep_surrogates, lines)
+    finally:  # also when the reader stops early
+        report_surrogates(path, sum(n for _, n in lines), [lineno for lineno, _ in lines])
+
+
+def _numbered(path: Path, keep_surrogates: bool, lines: list[tuple[int, int]]) -> Iterator[tuple[int, Any]]:
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
@@ -144,6 +183,10 @@ def read_jsonl_numbered(path: str | Path) -> Iterator[tuple[int, Any]]:
                 raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
             except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
                 raise InputError(f"{path}:{lineno}: unreadable JSON: {exc}") from exc
+            if not keep_surrogates and b"\\u" in raw and has_surrogate_escape(raw):
+                value, n = strip_surrogates(value)
+                if n:
+                    lines.append((lineno, n))
             yield lineno, value
 
 
@@ -174,18 +217,26 @@ def user_cache_dir(*parts: str) -> Path:
     return Path(base, "sirerag", *parts)
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, *, keep_surrogates: bool = False) -> Any:
+    """The parsed JSON file; errors name it. Lone surrogates are removed as by :func:`read_jsonl_numbered`."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"file not found: {path}")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        value = json.loads(text)
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
     except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
         raise InputError(f"{path}: unreadable JSON: {exc}") from exc
+    if not keep_surrogates and "\\u" in text and has_surrogate_escape(text.encode("utf-8", "replace")):
+        value, n = strip_surrogates(value)
+        if n:
+            logger.warning("%s: removed %d lone surrogate(s) (escapes such as \\ud800 that are not Unicode "
+                           "text)", path, n)
+    return value
 
 
 def save_npy(path: str | Path, array: np.ndarray) -> None:

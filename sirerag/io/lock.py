@@ -19,8 +19,9 @@ from sirerag.errors import IndexLockedError
 
 
 def lock_path(path: str | Path) -> Path:
-    """The lock file of the folder ``path``: ``.<name>.lock`` in its parent."""
-    path = Path(path).absolute()
+    """The lock file of the folder ``path``: ``.<name>.lock`` in its parent (symlinks resolved, so every
+    writer of one folder takes one lock, whichever link it was given)."""
+    path = Path(path).expanduser().resolve()
     return path.with_name(f".{path.name}.lock")
 
 

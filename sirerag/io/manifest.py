@@ -1,14 +1,16 @@
 """``manifest.json``: the commit record of an index directory.
 
 The manifest is written last, into the staged folder, and lists every file of the
-index (``files``: path -> size, sha256, and row count for ``.jsonl`` or dtype and
-shape for ``.npy``). Loading checks sizes (cheap); :func:`check_files` with
+index (``files``: path -> size, sha256, and row count for ``.jsonl`` or dtype, shape
+and a sample checksum for ``.npy``). Loading checks sizes and array samples (cheap);
+:func:`commit_id` names the commit a reader loaded; :func:`check_files` with
 ``hashes=True`` (``sirerag verify``) checks every byte. ``cache/`` is not part of
 the index: it is kept across rebuilds and never listed.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,6 +32,9 @@ HEADER = ("format", "format_version", "sirerag_version", "files")
 #: Top-level folders of an index directory that are not part of the index (kept across rebuilds).
 UNLISTED = ("cache",)
 _CHUNK = 1 << 20
+#: blocks read for the sample checksum of an array file (64 x 4 KiB: cheap next to loading it)
+SAMPLE_BLOCKS = 64
+SAMPLE_BLOCK = 4096
 
 
 def file_record(path: str | Path) -> dict[str, Any]:
@@ -46,8 +51,48 @@ def file_record(path: str | Path) -> dict[str, Any]:
         record["rows"] = lines
     elif path.suffix == ".npy":
         dtype, shape = npy_header(path)
-        record.update(dtype=dtype, shape=list(shape))
+        record.update(dtype=dtype, shape=list(shape), sample_sha256=sample_digest(path))
     return record
+
+
+def sample_digest(path: str | Path) -> str:
+    """sha256 of :data:`SAMPLE_BLOCKS` blocks of :data:`SAMPLE_BLOCK` bytes spread evenly over the file
+    (the whole file when it is smaller): what loading checks of an array, at the cost of a few reads."""
+    size = os.path.getsize(path)
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as fh:
+        if size <= SAMPLE_BLOCKS * SAMPLE_BLOCK:
+            digest.update(fh.read())
+        else:
+            last = size - SAMPLE_BLOCK  # the first block holds the .npy header, the last ends the file
+            for i in range(SAMPLE_BLOCKS):
+                digest.update(os.pread(fh.fileno(), SAMPLE_BLOCK, i * last // (SAMPLE_BLOCKS - 1)))
+    return digest.hexdigest()
+
+
+def check_sample(directory: str | Path, manifest: dict[str, Any], rel: str) -> None:
+    """Check an array file against the sample checksum its manifest record holds (manifests written
+    before it have none: nothing to check). IndexFormatError naming the file when it differs."""
+    record = manifest.get("files", {}).get(rel)
+    expected = record.get("sample_sha256") if isinstance(record, dict) else None
+    if expected is None:
+        return
+    path = Path(directory) / rel
+    try:
+        actual = sample_digest(path)
+    except OSError as exc:
+        raise IndexFormatError(damaged(path, f"unreadable ({exc.strerror})", directory)) from None
+    if actual != expected:
+        raise IndexFormatError(damaged(path, "content does not match the manifest's sample checksum (changed or "
+                                             "damaged, same size)", directory))
+
+
+def commit_id(manifest: dict[str, Any]) -> str:
+    """The commit an index's manifest records: sha256 over the records (size, sha256) of its files,
+    ColBERT indexes added in place later left out. Two loads of the same commit have the same id."""
+    files = {rel: (rec.get("size"), rec.get("sha256")) for rel, rec in sorted(manifest.get("files", {}).items())
+             if isinstance(rec, dict) and not rel.startswith("colbert/")}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
 def npy_header(path: Path) -> tuple[str, tuple[int, ...]]:

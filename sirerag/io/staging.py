@@ -2,7 +2,7 @@
 
 :func:`staged_index` takes the folder's write lock (:mod:`sirerag.io.lock`), checks that
 ``--out`` may be written (missing, empty, or a sirerag index holding only what sirerag
-wrote), and yields an empty staging folder ``.<name>.stage-XXXXXXXX`` beside it. When
+wrote: :func:`sirerag.io.guard.check_index_out`), and yields an empty staging folder ``.<name>.stage-XXXXXXXX`` beside it. When
 the build returns, the folder's ``cache/`` (the default home of the model-call caches,
 which a killed build must keep) is moved into the staged folder and the staged folder
 replaces the index in one swap. Readers see the old index or the new one, never a mix;
@@ -15,68 +15,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
-from sirerag.errors import ConfigError, IndexFormatError
 from sirerag.io.files import make_temp_dir, swap_dir
+from sirerag.io.guard import check_index_out, refuse_special
 from sirerag.io.lock import index_lock
-from sirerag.io.manifest import MANIFEST, UNLISTED, parse_manifest
+from sirerag.io.manifest import UNLISTED
 
 logger = logging.getLogger(__name__)
 
-#: Top-level names an index of format 1 could hold (its manifest did not list its files).
-LEGACY_NAMES = frozenset({MANIFEST, "entries.jsonl", "embeddings.npy", "documents.jsonl", "chunks.jsonl",
-                          "propositions.jsonl", "extraction_failures.jsonl", "rewrites.jsonl", "graph", "colbert"})
-_OUR_TEMP = re.compile(r"^\..+\.(tmp-[0-9a-f]{8}|[A-Za-z0-9_]+\.tmp)$")
+__all__ = ["check_index_out", "checkpoint", "recover", "refuse_special", "staged_index"]
 
 
 def checkpoint(point: str) -> None:
     """Called at each step of a commit (``carry``, ``swap``, ``swapped``); does nothing.
     Tests replace it to stop a build at a named point."""
-
-
-def refuse_special(path: str | Path, option: str = "--out") -> Path:
-    """Refuse ``/``, the home folder and the current folder (and an existing file) as a folder to replace."""
-    path = Path(path).expanduser()
-    resolved = path.resolve()
-    for special, what in ((Path(resolved.anchor), "the file-system root"), (Path.home().resolve(), "your home folder"),
-                          (Path.cwd().resolve(), "the current folder")):
-        if resolved == special:
-            raise ConfigError(f"{option} {path} is {what}; sirerag replaces the whole folder, choose a new one")
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{option} {path} is an existing file, not a folder; choose a folder to create")
-    return path
-
-
-def check_index_out(out: str | Path, *, keep: tuple[str, ...] = UNLISTED) -> None:
-    """Check that a build may replace ``out``: missing, empty, or a sirerag index whose
-    folder holds only files sirerag wrote (the files its manifest lists, ``cache/``).
-
-    Raises:
-        ConfigError: ``/``, the home or current folder, a file, a folder that is not a
-            sirerag index, or an index folder holding other files (named in the message).
-    """
-    out = refuse_special(out)
-    if not out.exists():
-        return
-    names = {p.name for p in out.iterdir()}
-    allowed = set(keep)
-    if MANIFEST in names:
-        try:
-            manifest = parse_manifest(out)
-        except IndexFormatError as exc:
-            raise ConfigError(f"--out {out} is not a sirerag index ({exc}); choose a new or empty folder") from None
-        files = manifest.get("files")
-        allowed |= {MANIFEST} | ({rel.split("/")[0] for rel in files} if isinstance(files, dict) else LEGACY_NAMES)
-    foreign = sorted(n for n in names - allowed if not _OUR_TEMP.match(n))
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        kind = "a sirerag index that also holds" if MANIFEST in names else "not a sirerag index; it holds"
-        raise ConfigError(f"--out {out} is {kind} files sirerag did not write ({shown}); a build replaces the "
-                          "whole folder: choose a new or empty folder, or move those files")
 
 
 def recover(out: Path, keep: tuple[str, ...] = UNLISTED) -> None:
@@ -107,23 +62,24 @@ def recover(out: Path, keep: tuple[str, ...] = UNLISTED) -> None:
 
 
 @contextlib.contextmanager
-def staged_index(out: str | Path, *, command: str = "build", keep: tuple[str, ...] = UNLISTED) -> Iterator[Path]:
+def staged_index(out: str | Path, *, command: str = "build", keep: tuple[str, ...] = UNLISTED,
+                 inputs: tuple[Any, ...] = ()) -> Iterator[Path]:
     """Hold ``out``'s lock and yield an empty staging folder; on success it replaces ``out``.
 
     Args:
         out: the index folder to (re)write.
         command: shown to a second writer that finds the lock taken.
         keep: top-level folders of ``out`` moved into the new index (the caches).
+        inputs: the command's inputs, which ``out`` may not be, hold or lie in.
 
     Raises:
         ConfigError: ``out`` may not be replaced (see :func:`check_index_out`).
         IndexLockedError: another process is writing ``out``.
     """
-    out = Path(out).expanduser()
-    check_index_out(out, keep=keep)
+    out = check_index_out(out, keep=keep, inputs=inputs)  # symlinks resolved: a link's folder is replaced
     with index_lock(out, command):
         recover(out, keep)
-        check_index_out(out, keep=keep)
+        check_index_out(out, keep=keep, inputs=inputs)
         stage = make_temp_dir(out, "stage")
         carried: list[str] = []
         swapped = False

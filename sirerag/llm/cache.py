@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 
 from sirerag.io.sqlite import cache_errors
 from sirerag.llm.accounting import UsageLedger
-from sirerag.llm.base import Completion, LLMCallError, LLMRequest
+from sirerag.llm.base import Completion, LLMCallError, LLMRequest, TransientLLMError
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +230,9 @@ class CachedLLM:
         for j, result in self._stream([requests[i] for i in todo]):
             first = todo[j]
             request = requests[first]
+            if isinstance(result, Completion) and not isinstance(result.text, str):  # never cached, whatever the backend
+                result = TransientLLMError(f"{self.spec}: malformed reply (the completion is a "
+                                           f"{type(result.text).__name__}, not a string)")
             if isinstance(result, Completion):
                 self.cache.put(keys[first], self.spec, request, result)
                 self._count(misses=1, prompt_tokens=result.prompt_tokens,

@@ -9,6 +9,7 @@ One rule for each concern:
 * :func:`call_with_retries` runs one request with the openai client's own retries off:
   timeouts, dropped connections and HTTP 408/429/5xx are retried with exponential
   backoff and equal jitter (tenacity), honouring ``Retry-After`` up to the maximum delay;
+  a reply that is not what the API answers (:class:`BadReply`) is retried the same way;
   any other error fails at once. A failure becomes :class:`RequestFailed` with a one-line
   message that never contains the API key.
 """
@@ -93,6 +94,11 @@ class RetryPolicy:
 _random = random.Random()  # private: never seeds or draws from the global generator
 
 
+class BadReply(Exception):
+    """The server answered 2xx with a body that is not what the API answers (not JSON, no
+    ``choices``, content that is not a string, over the byte cap): retried like a 5xx, never used."""
+
+
 class RequestFailed(Exception):
     """A request failed for good. ``transient``: retries ran out (else the error was not retryable)."""
 
@@ -104,6 +110,8 @@ class RequestFailed(Exception):
 
 def is_transient(exc: BaseException) -> bool:
     """Whether an openai client error is worth retrying (timeout, connection, 408/429/5xx)."""
+    if isinstance(exc, BadReply):
+        return True
     openai = require("openai", "openai", purpose="OpenAI-compatible servers")
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
         return True
@@ -126,6 +134,8 @@ def describe(exc: BaseException, *, timeout: float | None = None, secret: str | 
     """One line about an openai client error, with ``secret`` replaced by ``***``."""
     openai = require("openai", "openai", purpose="OpenAI-compatible servers")
     message = str(exc).replace(secret, "***") if secret else str(exc)
+    if isinstance(exc, BadReply):
+        return f"malformed reply: {message}"
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out" + (f" after {timeout:g}s" if timeout else "")
     if isinstance(exc, openai.APIConnectionError):
@@ -163,7 +173,7 @@ def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, *, label: str, t
                                  reraise=True)
     try:
         return retrying(fn)
-    except openai.APIError as exc:
+    except (openai.APIError, BadReply) as exc:
         transient = is_transient(exc)
         message = describe(exc, timeout=timeout, secret=secret)
         if transient:

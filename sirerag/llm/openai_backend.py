@@ -3,7 +3,9 @@
 Requests run on a thread pool with at most ``max_concurrency`` in flight. A
 transient failure (HTTP 408, 429, any 5xx, a timeout, a connection error) is retried
 by :func:`sirerag.llm.net.call_with_retries` (the same policy as the OpenAI
-embedder); anything else (other 4xx, a malformed reply) fails that item at once.
+embedder), and so is a 2xx reply that is not what the API answers (not JSON, no
+``choices``, content that is not a string, more bytes than ``max_tokens`` allows:
+:mod:`sirerag.llm.reply`); anything else (other 4xx) fails that item at once.
 A failure is returned or raised, never stored as output.
 
 The API key is read from the environment when the backend is created and kept
@@ -20,9 +22,10 @@ from typing import Any, Iterator, Sequence
 
 from sirerag.config import LLMConfig
 from sirerag.errors import ConfigError, require
-from sirerag.llm.accounting import UsageLedger, completion_tokens, request_tokens
+from sirerag.llm.accounting import UsageLedger
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
 from sirerag.llm.net import RequestFailed, RetryPolicy, call_with_retries, check_server_url, public_url
+from sirerag.llm.reply import parse_completion, read_capped, reply_cap
 
 logger = logging.getLogger(__name__)
 
@@ -121,19 +124,7 @@ class OpenAIChatLLM(StreamingLLM):
         }
         if request.json_mode:
             kwargs["response_format"] = {"type": "json_object"}
-        response = self._client.chat.completions.create(**kwargs)  # client errors: see call_with_retries
-        try:
-            choice = response.choices[0]
-            text = choice.message.content or ""
-            finish = choice.finish_reason or ""
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise LLMCallError(f"{self._label}: malformed reply from the server ({exc})") from None
-        usage = getattr(response, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
-        output = getattr(usage, "completion_tokens", None) if usage is not None else None
-        return Completion(
-            text=text,
-            prompt_tokens=int(prompt) if prompt is not None else request_tokens(request),
-            completion_tokens=int(output) if output is not None else completion_tokens(text),
-            finish_reason=str(finish),
-        )
+        # read as a stream up to a cap that follows max_tokens, then checked: a bad body is retried, never used
+        with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            body = read_capped(response.iter_bytes(), reply_cap(request.max_tokens))
+        return parse_completion(body, request)

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sirerag.config import BuildConfig
+from sirerag.io.guard import check_index_out
 from sirerag.io.staging import staged_index
+from sirerag.pipeline.endpoints import check_endpoints
 from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, StageHook
 from sirerag.pipeline.stages import BuildRunner
@@ -77,10 +79,14 @@ def build_index(
     config = check_specs((config or BuildConfig()).validate())
     check_loadable(config)  # an LLM that cannot load stops here, before any work (the dry run checks the same)
     out = Path(out)
+    inputs = (corpus,) if isinstance(corpus, (str, Path)) else ()
     cache = cache_folder(out, cache_dir)
+    keep = kept_folders(out, cache)
+    check_index_out(out, keep=keep, inputs=inputs)  # before the endpoints are probed and models load
+    check_endpoints(config)
     engine = make_engine(config.engine)  # a Ray address that does not answer stops here
     try:
-        with staged_index(out, keep=kept_folders(out, cache)) as stage:
+        with staged_index(out, keep=keep, inputs=inputs) as stage:
             report = _build(corpus, stage, config, cache, show_progress, engine, on_stage)
     finally:
         engine.close()

@@ -11,20 +11,22 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from sirerag.io.guard import check_cache_dir, resolve
 from sirerag.config import BuildConfig
 from sirerag.errors import ConfigError
 
 
 def cache_folder(out: Path, cache_dir: str | Path | None) -> Path:
-    """The folder of the embedding and LLM call caches: ``cache_dir``, by default ``<out>/cache``."""
-    return Path(cache_dir) if cache_dir is not None else out / "cache"
+    """The folder of the embedding and LLM call caches: ``cache_dir`` (refused inside an index, before any
+    work: :func:`~sirerag.io.guard.check_cache_dir`), by default ``<out>/cache``."""
+    return check_cache_dir(cache_dir, index=out) if cache_dir is not None else resolve(out) / "cache"
 
 
 def kept_folders(out: Path, cache: Path) -> tuple[str, ...]:
     """The top folders of ``out`` a staged write keeps: ``cache`` and, when the cache folder is inside
     ``out``, its top folder there. ConfigError when ``cache`` is ``out`` itself."""
     try:
-        rel = cache.absolute().relative_to(out.absolute())
+        rel = resolve(cache).relative_to(resolve(out))
     except ValueError:
         return ("cache",)
     if not rel.parts:

@@ -36,6 +36,7 @@ from sirerag.errors import ConfigError, SireragError
 from sirerag.extraction.extractor import FAILURES, REWRITES
 from sirerag.io import write_jsonl
 from sirerag.io.staging import staged_index
+from sirerag.pipeline.endpoints import check_endpoints
 from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD, Plan, UpdateConfig,
                                       merged_records, plan_changes, record_change)
 from sirerag.pipeline.models import Models, cache_folder, kept_folders
@@ -102,8 +103,9 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     cache = cache_folder(out, cache_dir)
     command = "add" if add is not None else "remove"
     start = time.perf_counter()
+    inputs = (add,) if isinstance(add, (str, Path)) else ()
     try:
-        with staged_index(out, command=command, keep=kept_folders(out, cache)) as stage:
+        with staged_index(out, command=command, keep=kept_folders(out, cache), inputs=inputs) as stage:
             report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress,
                              on_stage, sync)
     except _Unchanged as exc:
@@ -125,6 +127,7 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
             sync: bool = False) -> UpdateReport:
     old = load_index(out)
     config = BuildConfig.from_dict(old.manifest.get("config", {}), source=f"{out}/manifest.json").validate()
+    check_endpoints(config)  # before the embedder loads
     if config.relatedness.include_propositions or (not config.relatedness.aggregates and
                                                    "relatedness" in config.trees):
         raise SireragError(f"{out}: add/remove supports the relatedness tree of aggregates (the default and "

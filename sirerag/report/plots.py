@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sirerag.errors import InputError, require
-from sirerag.io import read_json
+from sirerag.io import atomic_path, read_json
+from sirerag.io.guard import GENERATOR
 
 #: figure size in pixels (width, height) at :data:`DPI`
 SIZE = (1100, 420)
@@ -91,8 +92,8 @@ def plot_results(results: Sequence[dict[str, Any]], out: str | Path, labels: Seq
             ax.legend(fontsize=8, loc="lower right")
         fig.tight_layout()
         out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=DPI)
+        with atomic_path(out) as tmp:  # the Software tag marks it as sirerag's (the output guard knows it again)
+            fig.savefig(tmp, dpi=DPI, format="png", metadata={"Software": GENERATOR})
     finally:
         plt.close(fig)
     return out

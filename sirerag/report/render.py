@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from sirerag.errors import InputError
 from sirerag.io import atomic_path
+from sirerag.io.guard import GENERATOR, check_file_out
 from sirerag.pool import load_index
 from sirerag.report.collect import collect, entries_json
 from sirerag.report.overview import overview
@@ -85,6 +86,8 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
     """
     if not isinstance(max_nodes, int) or max_nodes < 2:
         raise InputError(f"--max-nodes must be an integer >= 2, got {max_nodes!r}")
+    shown = Path(out)
+    out = check_file_out(out, "--out", inputs=[index_dir])  # before any work; a link stays a link
     start = time.perf_counter()
     logger.info("report: loading %s", index_dir)
     index = load_index(index_dir)
@@ -95,7 +98,9 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
     if graph_dir is not None:
         from sirerag.report.graphdata import graph_json
 
-        data.graph = graph_json(graph_dir, data.doc_index)
+        with index.reading():  # graph/ of the loaded commit, or IndexChangedError
+            index.check_arrays("graph/")
+            data.graph = graph_json(graph_dir, data.doc_index)
     elif entities:
         raise InputError(f"{index.path}: --entity needs an entity graph; rebuild the index with --graph")
     writer = TreeWriter(data, show_progress=show_progress)
@@ -115,6 +120,7 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
         for name, body in trees.items() if body
     ) or '<section><h2>Trees</h2><p>This index is a pool of leaves only (built with --trees none).</p></section>'
     page = fill(_asset("templates/report.html"), {
+        "GENERATOR": html.escape(GENERATOR),
         "TITLE": html.escape(f"sirerag index {index.path.name}"),
         "HEADING": html.escape(str(index.path)),
         "CSS": _asset("templates/report.css"),
@@ -125,12 +131,11 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
         "VENDOR": _asset("vendor/cytoscape.min.js").replace("</script", "<\\/script"),
         "SCRIPT": _asset("templates/report.js"),
     })
-    out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
         Path(tmp).write_text(page, encoding="utf-8")
     size = out.stat().st_size
-    info = ReportInfo(path=out, bytes=size, entries=len(data.entries), tree_nodes=writer.written,
+    info = ReportInfo(path=shown, bytes=size, entries=len(data.entries), tree_nodes=writer.written,
                       graph_edges=len(data.graph["edges"]) // 4 if data.graph else 0,
                       seconds=round(time.perf_counter() - start, 2))
     logger.info("report: wrote %s (%.1f MB, %d entries, %d tree nodes) in %.1fs", out, size / 1e6, info.entries,

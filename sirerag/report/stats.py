@@ -30,8 +30,10 @@ def index_stats(directory: str | Path | Index) -> dict[str, Any]:
         rule = RULE_SKIP if config.get("relatedness", {}).get("skip_redundant_entities") else RULE_ALL
     failures_path = index.path / FAILURES
     failures: dict[str, int] = {}
-    if failures_path.is_file():
-        for record in read_jsonl(failures_path):
+    if FAILURES in manifest.get("files", {}):
+        with index.reading():
+            rows = list(read_jsonl(failures_path))
+        for record in rows:
             stage = str(record.get("stage", "unknown"))
             failures[stage] = failures.get(stage, 0) + 1
     return {

@@ -8,11 +8,13 @@ indexed in memory at load time.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, Sequence
 
 import numpy as np
 
+from sirerag.errors import IndexFormatError
 from sirerag.lexical import METHODS, LexicalIndex, build_lexical_index, load_lexical_index, tokenize
 from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import top_k
@@ -53,6 +55,12 @@ class BM25Retriever(Closing):
         return [self.search(q, k) for q in queries]
 
 
+def _reading(index: Any) -> Any:
+    """``index.reading()`` of a loaded :class:`~sirerag.pool.Index` (objects without it read as they are)."""
+    reading = getattr(index, "reading", None)
+    return reading() if reading is not None else contextlib.nullcontext()
+
+
 def load(index: Any, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene", **_: Any) -> BM25Retriever:
     """BM25 retriever over a loaded index: the stored ``bm25/`` index when the build wrote one
     with these parameters, else one indexed in memory (older indexes, other parameters)."""
@@ -65,7 +73,12 @@ def load(index: Any, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene"
         logger.info("the stored BM25 index covers %s entries and this pool has %d (a filtered pool); "
                     "indexing in memory", info.get("documents"), len(ids))
     elif stored is not None and all(info.get(key) == value for key, value in wanted.items()):
-        return BM25Retriever(ids, lexical=load_lexical_index(stored))
+        with _reading(index):  # bm25/ of the commit the pool came from, or IndexChangedError
+            lexical = load_lexical_index(stored)
+        if lexical.n_docs != len(ids):
+            raise IndexFormatError(f"{stored}: the BM25 index has {lexical.n_docs} documents for the {len(ids)} "
+                                   "pool entries; rebuild the index or check it with sirerag verify")
+        return BM25Retriever(ids, lexical=lexical)
     elif stored is None:
         logger.info("%s has no stored BM25 index (built by an older sirerag); indexing %d entries in memory",
                     index.path, len(entries))

@@ -236,6 +236,7 @@ def load(
     """
     require_colbert()
     index = _as_index(index)
+    index.check_commit()  # colbert/ of the commit the pool came from (an add or remove drops it)
     recorded = colbert_indexes(index.manifest)
     if checkpoint is None:
         if len(recorded) != 1:

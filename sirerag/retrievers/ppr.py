@@ -263,13 +263,15 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
         IndexFormatError: the index has no entity graph.
     """
     from sirerag.graph.query_aids import load_seeds_bm25, load_surface_forms, load_tagger_counts
-    from sirerag.graph.store import load_graph
+    from sirerag.graph.store import GRAPH_DIR, load_graph
     from sirerag.graph.surface import MIN_FORM_CHARS
 
     folder = index.component("graph")
     if folder is None:
         raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
-    graph, meta = load_graph(folder, facts=linking == "fact")  # facts serve fact linking only
+    with index.reading():  # graph/ of the commit the pool came from, or IndexChangedError
+        index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
+        graph, meta = load_graph(folder, facts=linking == "fact")  # facts serve fact linking only
     aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))
     kwargs = {name: options[name] if options.get(name) is not None else settings[name]
@@ -279,13 +281,14 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
         if options.get(name) is not None:
             kwargs[name] = options[name]
     embedder = index_embedder(index, embedder)
-    if linking == "ner" and tagger is None:
-        tagger = build_tagger(index, load_tagger_counts(folder, aids))
-    if linking == "ner" and kwargs.get("surface", True):
-        kwargs["surface_forms"] = load_surface_forms(folder, aids, MIN_FORM_CHARS)
-    if kwargs.get("passage_seeds", "dense+bm25") == "dense+bm25":
-        rows = seed_rows(index.pool, graph.passage_index)[0]
-        kwargs["seeds_lexical"] = load_seeds_bm25(folder, aids, index.pool, rows)
+    with index.reading():  # the stored query aids of the same commit
+        if linking == "ner" and tagger is None:
+            tagger = build_tagger(index, load_tagger_counts(folder, aids))
+        if linking == "ner" and kwargs.get("surface", True):
+            kwargs["surface_forms"] = load_surface_forms(folder, aids, MIN_FORM_CHARS)
+        if kwargs.get("passage_seeds", "dense+bm25") == "dense+bm25":
+            rows = seed_rows(index.pool, graph.passage_index)[0]
+            kwargs["seeds_lexical"] = load_seeds_bm25(folder, aids, index.pool, rows)
     missing = [name for name, key in (("seed BM25 index", "seeds_lexical"), ("surface forms", "surface_forms"))
                if key in kwargs and kwargs[key] is None]
     if missing:

@@ -1,0 +1,47 @@
+"""The model servers a build or an update will call, checked before any work
+(:mod:`sirerag.llm.probe`): a server that is down or is not an OpenAI-compatible endpoint
+stops the command in seconds, before the embedder loads."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sirerag.config import BuildConfig
+
+#: seconds the embedding endpoint may take to answer the check (the OpenAI embedder's request timeout)
+EMBED_TIMEOUT = 60.0
+
+
+def endpoints_of(config: BuildConfig) -> list[Any]:
+    """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``):
+    the spec's URLs, else the URL from the environment, else OpenAI's API."""
+    from sirerag.llm.factory import parse_spec
+    from sirerag.llm.net import split_openai_spec
+    from sirerag.llm.probe import OPENAI_API, Endpoint
+
+    out = []
+    llm_specs = [("--llm", config.llm.spec)]
+    if config.extraction.extractor == "llm":
+        llm_specs.append(("--extractor-llm", config.extraction.llm or config.llm.spec))
+    for option, spec in llm_specs:
+        if spec and spec.startswith("openai:"):
+            parsed = parse_spec(spec)
+            urls = parsed.base_urls or (os.environ.get(config.llm.base_url_env) or OPENAI_API,)
+            out.append(Endpoint(option, "chat", parsed.model, urls, config.llm.api_key_env,
+                                float(config.llm.timeout)))
+    spec = config.embedder.spec
+    if spec.startswith("openai:"):
+        from sirerag.embedding.openai import BASE_URL_ENV, DEFAULT_MODEL, KEY_ENV
+
+        model, url = split_openai_spec(spec.partition(":")[2], default_model=DEFAULT_MODEL)
+        urls = (url or os.environ.get(BASE_URL_ENV) or OPENAI_API,)
+        out.append(Endpoint("--embedder", "embeddings", model, urls, KEY_ENV, EMBED_TIMEOUT))
+    return out
+
+
+def check_endpoints(config: BuildConfig) -> None:
+    """Every server of :func:`endpoints_of` answers a cheap request, before any model loads or any
+    text is embedded; ConfigError (one line naming the option and the endpoint) otherwise."""
+    from sirerag.llm.probe import check_endpoints as probe
+
+    probe(endpoints_of(config))
