@@ -34,8 +34,11 @@ KINDS = {"Rewrite the paragraph": "rewrite", "List every fact": "extract", "Writ
 
 
 def prompt_kind(body: dict) -> str:
-    """``rewrite``, ``extract`` or ``summary``: what a request body asks for."""
+    """``rewrite``, ``extract``, ``summary`` or ``probe`` (the endpoint check's 1-token request): what a request
+    body asks for."""
     message = body["messages"][-1]["content"]
+    if message == "ping" and body.get("max_tokens") == 1:
+        return "probe"
     kind = next((k for words, k in KINDS.items() if words in message), None)
     if kind is None:
         raise AssertionError(f"unexpected prompt: {message[:200]}")
@@ -46,6 +49,8 @@ def scripted_reply(body: dict) -> str:
     """The scripted model's answer to one chat-completions request body."""
     message = body["messages"][-1]["content"]
     kind = prompt_kind(body)
+    if kind == "probe":
+        return "pong"
     if kind == "rewrite":
         return message.rsplit("Paragraph:\n", 1)[1].rsplit("\n\nOutput:", 1)[0]
     if kind == "extract":
