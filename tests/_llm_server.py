@@ -109,6 +109,14 @@ def ensure_server() -> None:
                     f"its log before the restart:\n{tail}", pytrace=False)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A test server whose handler threads never print: a client that gave up (a timeout test) makes the
+    handler's late write fail, and socketserver would print that traceback into whatever test runs next."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass
+
+
 class FlakyServer:
     """A chat-completions endpoint on 127.0.0.1 that fails on purpose.
 
@@ -199,7 +207,7 @@ class FlakyServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -249,7 +257,7 @@ class EmbeddingServer:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -137,7 +137,8 @@ def test_dense_search_with_the_export_imports_no_torch(export_home, dense_index,
     from sirerag.retrievers import load_retriever
 
     reference = load_retriever("dense", load_index(dense_index), embedder=minilm_torch).search(query, k=10)
-    assert [json.loads(line)["id"] for line in lines[:-1]] == [h.entry_id for h in reference]
+    assert len(lines) == 2  # one JSON line for the query (its hits inside), then the probe's line
+    assert [hit["id"] for hit in json.loads(lines[0])["hits"]] == [h.entry_id for h in reference]
 
 
 @pytest.mark.slow
