@@ -204,6 +204,10 @@ class Index:
         from sirerag.answers import answer_question
 
         check_query(question)
+        if cache_dir is not None:  # never a cache inside an index: the output guard's rule, before any work
+            from sirerag.io.guard import check_cache_dir
+
+            cache_dir = check_cache_dir(cache_dir, option="--reader-cache")
         reader = llm
         if isinstance(llm, str):
             from sirerag.config import LLMConfig

@@ -78,6 +78,16 @@ def test_a_failing_reader_and_bad_settings_are_clear_errors(index_dir, capsys):
     assert "llm spec must look like openai:MODEL" in capsys.readouterr().err
     assert main(["ask", str(index_dir), " ", "--llm", "openai:m@http://127.0.0.1:9/v1"]) == 1
     assert "query must be a question or keywords" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error
         main(["ask", str(index_dir), QUESTION])  # --llm is required
     assert "the following arguments are required: --llm" in capsys.readouterr().err
+
+
+def test_a_reader_cache_inside_the_index_is_refused_before_any_work(index_dir, capsys):
+    bm25_files = sorted(p.name for p in (index_dir / "bm25").iterdir())
+    assert main(["ask", str(index_dir), QUESTION, "--llm", "openai:m@http://127.0.0.1:9/v1",
+                 "--reader-cache", str(index_dir / "bm25")]) == 1
+    assert "--reader-cache" in capsys.readouterr().err
+    assert sorted(p.name for p in (index_dir / "bm25").iterdir()) == bm25_files  # nothing written there
+    with pytest.raises(ConfigError, match="--reader-cache .* is an index folder"):
+        sirerag.Index.load(index_dir).ask(QUESTION, "openai:m@http://127.0.0.1:9/v1", cache_dir=index_dir)
