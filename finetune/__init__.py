@@ -31,7 +31,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(config, name)
     if name == "make_teacher_data":
-        from sirerag_finetune.data import make_teacher_data
+        from sirerag_finetune.make_data import make_teacher_data
 
         return make_teacher_data
     if name == "train_lora":

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sirerag.errors import ConfigError, InputError
-from sirerag.io import atomic_dir, read_json, write_json
+from sirerag.core.errors import ConfigError, InputError
+from sirerag.core.io import atomic_dir, read_json, write_json
 
 logger = logging.getLogger(__name__)
 

@@ -99,7 +99,7 @@ def _llm_options(p: argparse.ArgumentParser) -> None:
 
 
 def _llm_config(args: argparse.Namespace):  # noqa: ANN202 - LLMConfig
-    from sirerag.config import LLMConfig
+    from sirerag.core.config import LLMConfig
 
     values: dict[str, Any] = {}
     if args.llm_batch_size:
@@ -110,9 +110,9 @@ def _llm_config(args: argparse.Namespace):  # noqa: ANN202 - LLMConfig
 
 
 def run_make_data(args: argparse.Namespace) -> int:
-    from sirerag.config import ChunkingConfig
+    from sirerag.core.config import ChunkingConfig
 
-    from sirerag_finetune.data import make_teacher_data
+    from sirerag_finetune.make_data import make_teacher_data
 
     chunking = ChunkingConfig(mode=args.chunking, max_tokens=args.chunk_tokens)
     card = make_teacher_data(
@@ -128,7 +128,7 @@ def run_make_data(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from sirerag.errors import ConfigError
+    from sirerag.core.errors import ConfigError
 
     from sirerag_finetune.config import load_train_config
     from sirerag_finetune.train import train_lora
@@ -150,8 +150,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from sirerag.config import ExtractionConfig
-    from sirerag.io.corpus import load_corpus
+    from sirerag.core.config import ExtractionConfig
+    from sirerag.core.io.corpus import load_corpus
 
     from sirerag_finetune.evaluate import evaluate_extractor, report_markdown, write_report
 

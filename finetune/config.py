@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from sirerag.config.build import section_from_mapping
-from sirerag.config.typecheck import SEED_LIMIT, check_types
-from sirerag.errors import ConfigError, check
+from sirerag.core.config.build import section_from_mapping
+from sirerag.core.config.typecheck import SEED_LIMIT, check_types
+from sirerag.core.errors import ConfigError, check
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -22,13 +22,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.config import ChunkingConfig, ExtractionConfig, LLMConfig
-from sirerag.errors import check
-from sirerag.io import atomic_path, write_json
+from sirerag.core.config import ChunkingConfig, ExtractionConfig, LLMConfig
+from sirerag.core.errors import check
+from sirerag.core.io import atomic_path, write_json
 from sirerag.llm.base import LLMCallError, LLMRequest
-from sirerag.types import Document
+from sirerag.core.types import Document
 
-from sirerag_finetune.dataset import Example, read_examples
+from sirerag_finetune.data_format import Example, read_examples
 from sirerag_finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def downstream_stats(documents: Sequence[Document], llm: Any, *, chunking: Chunk
                      extraction: ExtractionConfig | None = None, show_progress: bool = True) -> dict[str, Any]:
     """Run the build's extraction stage with ``llm`` and report extraction, aggregate and pool counts
     (the pool before summaries: one leaf per chunk plus the aggregates)."""
-    from sirerag.chunking import chunk_documents
+    from sirerag.text.chunking import chunk_documents
     from sirerag.extraction import extract
     from sirerag.trees.aggregates import build_aggregates
 
@@ -145,7 +145,7 @@ def evaluate_extractor(
     """
     from dataclasses import replace
 
-    from sirerag.io.corpus import load_corpus
+    from sirerag.core.io.corpus import load_corpus
     from sirerag.llm.factory import load_llm
 
     check(max_examples is None or max_examples >= 1, "max_examples", max_examples, "a positive integer or None")

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from sirerag.errors import ConfigError, InputError, require
-from sirerag.io import read_jsonl
+from sirerag.core.errors import ConfigError, InputError, require
+from sirerag.core.io import read_jsonl
 
 from sirerag_finetune.config import ModelConfig
 

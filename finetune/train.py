@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sirerag.errors import ConfigError, InputError, require
-from sirerag.io import read_jsonl, write_json, write_jsonl
+from sirerag.core.errors import ConfigError, InputError, require
+from sirerag.core.io import read_jsonl, write_json, write_jsonl
 
 from sirerag_finetune.checkpoint import find_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from sirerag_finetune.config import TrainConfig
@@ -281,7 +281,7 @@ def plot_loss_curve(log: Sequence[dict[str, Any]], path: str | Path) -> Path | N
     except ImportError:
         logger.warning("matplotlib is not installed; no loss curve written (pip install 'sirerag[finetune]')")
         return None
-    from sirerag.io import atomic_path
+    from sirerag.core.io import atomic_path
 
     fig = Figure(figsize=(6, 4), dpi=100)
     ax = fig.add_subplot(1, 1, 1)

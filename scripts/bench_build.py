@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     numba_events.register("numba:compile", probe.compile_listener())
     _count_embeddings(probe)
     from sirerag.cli.build import config_from_args
-    from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
+    from sirerag.cli.numba_cache import cache_umap_functions, configure_numba_cache
     from sirerag.cli.main import build_parser
     from sirerag.pipeline.build import build_index
 

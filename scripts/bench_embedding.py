@@ -18,10 +18,10 @@ import resource
 import sys
 import time
 
-from sirerag.chunking import chunk_documents
-from sirerag.config import ChunkingConfig
+from sirerag.text.chunking import chunk_documents
+from sirerag.core.config import ChunkingConfig
 from sirerag.embedding import load_embedder
-from sirerag.io.corpus import load_corpus
+from sirerag.core.io.corpus import load_corpus
 
 
 def main(argv: list[str] | None = None) -> int:

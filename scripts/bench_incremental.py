@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 def _subset(folder: Path, n_questions: int, n_passages: int, seed: int, split: str) -> tuple[list, list, list]:
     from sirerag.evaluation.retrieval import load_questions
-    from sirerag.io.corpus import load_corpus
+    from sirerag.core.io.corpus import load_corpus
 
     questions = load_questions(folder / "questions.jsonl", split=None if split == "all" else split,
                                limit=n_questions)
@@ -58,7 +58,7 @@ def _timed(fn: Any) -> tuple[Any, float, float]:
 
 def _quality(index_dir: Path, questions: list) -> dict[str, float]:
     from sirerag.evaluation.retrieval import evaluate_retrieval
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
     from sirerag.retrievers import load_retriever
 
     index = load_index(index_dir)
@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = max(args.extra_seeds, 1 if args.seed_check else 0)
 
     import sirerag.pipeline.models as models_mod
-    from sirerag.cli.jit import cache_umap_functions, configure_numba_cache
-    from sirerag.config import BuildConfig, ChunkingConfig
+    from sirerag.cli.numba_cache import cache_umap_functions, configure_numba_cache
+    from sirerag.core.config import BuildConfig, ChunkingConfig
     from sirerag.pipeline.build import build_index
     from sirerag.pipeline.update import update_index
     from sirerag.trees.base import CountingSummarizer

@@ -31,10 +31,10 @@ import numpy as np
 
 from sirerag.graph.build import build_graph
 from sirerag.graph.store import GRAPH_DIR, save_graph
-from sirerag.io import read_jsonl, write_manifest
-from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, save_pool, save_records
+from sirerag.core.io import read_jsonl, write_manifest
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, save_pool, save_records
 from sirerag.report.render import decode_data, write_report
-from sirerag.types import Chunk, Document, Node, Pool, Proposition
+from sirerag.core.types import Chunk, Document, Node, Pool, Proposition
 
 NAME = re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")

@@ -82,7 +82,7 @@ def leaves_only(index):
     """The same index with its pool restricted to leaves."""
     from dataclasses import replace
 
-    from sirerag.types import Pool
+    from sirerag.core.types import Pool
 
     rows = [i for i, e in enumerate(index.pool.entries) if e.kind == "leaf"]
     return replace(index, pool=Pool(entries=tuple(index.pool.entries[i] for i in rows),
@@ -122,7 +122,7 @@ def grid(args) -> None:
     import logging
 
     from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
     from sirerag.retrievers import load_retriever
     from sirerag.retrievers.dense import index_embedder
 

@@ -108,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    from sirerag.config import EngineConfig
+    from sirerag.core.config import EngineConfig
     from sirerag.engine import LocalEngine, make_engine
 
     texts = passages(Path(args.corpus), args.limit)

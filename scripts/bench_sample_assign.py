@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--json", dest="json_out")
     args = parser.parse_args()
 
-    from sirerag.cli.jit import cache_umap_functions
+    from sirerag.cli.numba_cache import cache_umap_functions
 
     cache_umap_functions()  # numba's compile cache, as a build uses it
     from umap import UMAP

@@ -33,14 +33,14 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from sirerag.chunking import chunk_documents
+from sirerag.text.chunking import chunk_documents
 from sirerag.clustering import ClusterStats, search_k
 from sirerag.clustering.gmm import fit_mixture
-from sirerag.config import ChunkingConfig, ClusteringConfig
+from sirerag.core.config import ChunkingConfig, ClusteringConfig
 from sirerag.embedding import load_embedder
-from sirerag.io import load_npy, save_npy
-from sirerag.io.corpus import load_corpus
-from sirerag.tokens import get_encoding
+from sirerag.core.io import load_npy, save_npy
+from sirerag.core.io.corpus import load_corpus
+from sirerag.text.tokens import get_encoding
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.trees.similarity import leaves_from_chunks
 

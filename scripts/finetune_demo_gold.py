@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 from sirerag_finetune.config import load_train_config
-from sirerag_finetune.dataset import extraction_example, write_dataset
+from sirerag_finetune.data_format import extraction_example, write_dataset
 from sirerag_finetune.evaluate import evaluate_extractor, write_report
 from sirerag_finetune.train import train_lora
-from sirerag.config import LLMConfig
+from sirerag.core.config import LLMConfig
 from sirerag.extraction import Fact
-from sirerag.io import read_jsonl
+from sirerag.core.io import read_jsonl
 
 GOLD = Path(__file__).resolve().parents[1] / "tests" / "data" / "tagger_gold.jsonl"
 

@@ -18,10 +18,10 @@ import shutil
 import time
 from pathlib import Path
 
-from sirerag.config import GraphConfig
+from sirerag.core.config import GraphConfig
 from sirerag.embedding import load_embedder
 from sirerag.graph.store import GRAPH_DIR, build_and_save_graph
-from sirerag.pool import load_index, register_component
+from sirerag.pool.store import load_index, register_component
 
 
 def main() -> None:

@@ -12,11 +12,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 from sirerag.evaluation.qa import clean_answer, reader_request
 from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.retrievers.base import Hit
-from sirerag.types import Document, Node
+from sirerag.core.types import Document, Node
 
 logger = logging.getLogger(__name__)
 

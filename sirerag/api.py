@@ -3,7 +3,7 @@
 :class:`Index` is a thin front door: building and updating run the pipeline
 (:func:`sirerag.pipeline.build.build_index`, :func:`sirerag.pipeline.update.update_index`),
 searching the retrievers (:func:`sirerag.retrievers.load_retriever`), exporting
-:func:`sirerag.export.export_pool`, and asking the QA reader
+:func:`sirerag.pool.export.export_pool`, and asking the QA reader
 (:func:`sirerag.answers.answer_question`). Retrievers are loaded once per name and options and
 kept until :meth:`Index.close` (or the end of a ``with`` block); an add or remove reloads the index.
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
-from sirerag.config import BuildConfig
-from sirerag.config.sections import _SECTIONS
-from sirerag.errors import ConfigError, check
+from sirerag.core.config import BuildConfig
+from sirerag.core.config.sections import _SECTIONS
+from sirerag.core.errors import ConfigError, check
 from sirerag.retrievers.base import check_query
 
 logger = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildCon
         ConfigError: an unknown setting, a value of the wrong type or out of range.
     """
     config = config if config is not None else BuildConfig()
-    check(isinstance(config, BuildConfig), "config", config, "a sirerag.config.BuildConfig")
+    check(isinstance(config, BuildConfig), "config", config, "a sirerag.core.config.BuildConfig")
     overrides: dict[str, Any] = {}
     for name, value in settings.items():
         if name == "trees" and isinstance(value, str):
@@ -70,7 +70,7 @@ class Index:
     """
 
     def __init__(self, loaded: Any) -> None:
-        self._loaded = loaded  # sirerag.pool.Index
+        self._loaded = loaded  # sirerag.pool.store.Index
         self._retrievers: dict[tuple[str | None, str], Any] = {}
         self._documents: dict[str, Any] | None = None
 
@@ -83,7 +83,7 @@ class Index:
         Args:
             corpus: a ``.jsonl``/``.json`` file, a folder of ``.txt``/``.md`` files, or documents.
             out: the index directory (missing, empty, or an earlier sirerag index).
-            config: base settings (default :class:`~sirerag.config.BuildConfig`).
+            config: base settings (default :class:`~sirerag.core.config.BuildConfig`).
             cache_dir: model-call caches (default ``out/cache``).
             show_progress: progress bars.
             **settings: overrides of ``config`` (:func:`build_config`), all checked before any work.
@@ -104,7 +104,7 @@ class Index:
         Raises:
             IndexFormatError: the directory is not a sirerag index or is damaged.
         """
-        from sirerag.pool import load_index
+        from sirerag.pool.store import load_index
 
         return cls(load_index(path))
 
@@ -119,12 +119,12 @@ class Index:
 
     @property
     def pool(self) -> Any:
-        """The :class:`~sirerag.types.Pool` (entries and embeddings)."""
+        """The :class:`~sirerag.core.types.Pool` (entries and embeddings)."""
         return self._loaded.pool
 
     @property
     def loaded(self) -> Any:
-        """The underlying :class:`sirerag.pool.Index` (for :func:`~sirerag.retrievers.load_retriever` & co)."""
+        """The underlying :class:`sirerag.pool.store.Index` (for :func:`~sirerag.retrievers.load_retriever` & co)."""
         return self._loaded
 
     def __len__(self) -> int:
@@ -134,7 +134,7 @@ class Index:
         return f"sirerag.Index({str(self.path)!r}, entries={len(self)})"
 
     def documents(self) -> list[Any]:
-        """The documents the index holds (:class:`~sirerag.types.Document`)."""
+        """The documents the index holds (:class:`~sirerag.core.types.Document`)."""
         return self._loaded.documents()
 
     # -- searching --------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ class Index:
 
     def _result(self, hit: Any) -> SearchResult:
         if self._documents is None:  # titles of the leaves' documents (an index may have been written without)
-            from sirerag.pool import DOCUMENTS
+            from sirerag.pool.store import DOCUMENTS
 
             has = DOCUMENTS in (self._loaded.manifest.get("files") or {})
             self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
@@ -205,12 +205,12 @@ class Index:
 
         check_query(question)
         if cache_dir is not None:  # never a cache inside an index: the output guard's rule, before any work
-            from sirerag.io.guard import check_cache_dir
+            from sirerag.core.io.guard import check_cache_dir
 
             cache_dir = check_cache_dir(cache_dir, option="--reader-cache")
         reader = llm
         if isinstance(llm, str):
-            from sirerag.config import LLMConfig
+            from sirerag.core.config import LLMConfig
             from sirerag.llm.factory import load_llm
 
             reader = load_llm(llm, config=LLMConfig(), cache_dir=cache_dir)
@@ -238,7 +238,7 @@ class Index:
 
     def remove(self, ids: Iterable[str], **options: Any) -> Any:
         """Remove documents by id (``sirerag remove``) and reload; unknown ids change nothing and raise
-        :class:`~sirerag.errors.InputError`."""
+        :class:`~sirerag.core.errors.InputError`."""
         from sirerag.pipeline.update import update_index
 
         if isinstance(ids, str):
@@ -249,13 +249,13 @@ class Index:
 
     def export(self, out: str | Path, format: str = "jsonl", *, overwrite: bool = False) -> Any:
         """Write the pool for other tools (``beir``, ``colbert``, ``jsonl``, ``parquet``); returns the
-        :class:`~sirerag.export.ExportReport`."""
-        from sirerag.export import export_pool
+        :class:`~sirerag.pool.export.ExportReport`."""
+        from sirerag.pool.export import export_pool
 
         return export_pool(self._loaded, out, format, overwrite=overwrite)
 
     def _reload(self) -> None:
-        from sirerag.pool import load_index
+        from sirerag.pool.store import load_index
 
         self.close()
         self._loaded = load_index(self.path)

@@ -29,7 +29,7 @@ def halt(point):
         print("STOPPED AT", point, flush=True)
         time.sleep(3600)
 
-import sirerag.io.staging as staging
+import sirerag.core.io.staging as staging
 staging.checkpoint = lambda point: halt("commit:" + point)
 
 def on_stage(name, event, seconds):
@@ -43,7 +43,7 @@ sys.exit(main(sys.argv[2:]))
 #: --seed SEED`` builds the same index).
 BUILD = r"""
 from pathlib import Path
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 from sirerag.pipeline.build import build_index
 corpus, out, seed = sys.argv[2:]
 build_index(Path(corpus), Path(out), BuildConfig(seed=int(seed)), show_progress=False, on_stage=on_stage)

@@ -8,9 +8,9 @@ import numpy as np
 
 from sirerag.graph.build import build_graph
 from sirerag.graph.store import GRAPH_DIR, save_graph
-from sirerag.io import write_manifest
-from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, save_pool, save_records
-from sirerag.types import Chunk, Document, Node, Pool, Proposition
+from sirerag.core.io import write_manifest
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, save_pool, save_records
+from sirerag.core.types import Chunk, Document, Node, Pool, Proposition
 
 XSS = "<script>alert(1)</script>"
 DOCS = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 SCRIPTED_DOCS = [
     Document(id="a", title="Diana Luna", text="Diana Luna was born in Rome, Italy. She turned professional "

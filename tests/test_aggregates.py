@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from sirerag.tokens import count_tokens
+from sirerag.text.tokens import count_tokens
 from sirerag.trees.aggregates import RULE_ALL, RULE_SKIP, build_aggregates, group_by_entity, table3_stats
-from sirerag.types import Proposition
+from sirerag.core.types import Proposition
 
 
 def prop(doc: str, chunk: int, index: int, text: str, *entities: str) -> Proposition:

@@ -14,13 +14,13 @@ from _tiny_index import ROWS, write_corpus
 
 import sirerag
 from sirerag.api import build_config
-from sirerag.config import BuildConfig
-from sirerag.errors import ConfigError, InputError
+from sirerag.core.config import BuildConfig
+from sirerag.core.errors import ConfigError, InputError
 from sirerag.retrievers import load_retriever
 from sirerag.retrievers.base import Hit
 from sirerag.retrievers.hybrid import FusionRetriever
 from sirerag.retrievers.pool_rank import PoolRanker, describe
-from sirerag.types import Node, Pool
+from sirerag.core.types import Node, Pool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def index(tmp_path_factory):
 
 
 def test_import_sirerag_stays_cheap_and_exports_the_api_lazily():
-    code = ("import sys, sirerag\nheavy = [m for m in ('numpy', 'sirerag.api', 'sirerag.pool') if m in sys.modules]\n"
+    code = ("import sys, sirerag\nheavy = [m for m in ('numpy', 'sirerag.api', 'sirerag.pool.store') if m in sys.modules]\n"
             "print(heavy, sirerag.Index.__module__, sirerag.SearchResult.__module__, sorted(sirerag.__all__))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -101,7 +101,7 @@ def test_build_config_shorthands_and_the_llm_extractor():
     assert BuildConfig().extraction.extractor == "auto" and BuildConfig().validate().extraction.extractor == "offline"
     base = BuildConfig(seed=3)
     assert build_config(base, trees="none").seed == 3
-    with pytest.raises(ConfigError, match="config must be a sirerag.config.BuildConfig"):
+    with pytest.raises(ConfigError, match="config must be a sirerag.core.config.BuildConfig"):
         build_config({"seed": 3})  # type: ignore[arg-type]
 
 

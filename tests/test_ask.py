@@ -11,8 +11,8 @@ from _tiny_index import QUESTION, build_tiny_index
 
 import sirerag
 from sirerag.cli.main import main
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError
 from sirerag.llm.base import LLMCallError
 from sirerag.llm.factory import load_llm
 from sirerag.llm.prompts import QA_READER

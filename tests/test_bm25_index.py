@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import IndexFormatError
-from sirerag.io import write_manifest
-from sirerag.lexical import BM25_DIR, build_lexical_index, load_lexical_index, save_bm25, save_lexical_index
-from sirerag.pool import flatten, load_index, save_pool
+from sirerag.core.errors import IndexFormatError
+from sirerag.core.io import write_manifest
+from sirerag.pool.bm25 import BM25_DIR, build_lexical_index, load_lexical_index, save_bm25, save_lexical_index
+from sirerag.pool.store import flatten, load_index, save_pool
 from sirerag.retrievers import load_retriever
 from sirerag.trees.base import TreeResult
-from sirerag.types import Node
+from sirerag.core.types import Node
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["Who founded the Hudson's Bay Company?", "population of the Netherlands in 1600",
@@ -89,7 +89,7 @@ def test_a_filtered_pool_is_indexed_in_memory_not_refused(tmp_path, caplog):
     """A pool restricted after loading (e.g. to some entries) no longer matches the stored index."""
     from dataclasses import replace
 
-    from sirerag.types import Pool
+    from sirerag.core.types import Pool
 
     index = load_index(_index_dir(tmp_path / "idx"))
     keep = list(range(0, len(index.pool.entries), 2))
@@ -145,7 +145,7 @@ def test_query_and_queries_are_exclusive(tmp_path, capsys):
 
 _WRITE_BM25 = """
 import hashlib, json, pathlib, sys
-from sirerag.lexical import save_bm25
+from sirerag.pool.bm25 import save_bm25
 texts = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")][:120]
 out = pathlib.Path(sys.argv[2])
 save_bm25(out, texts)

@@ -22,9 +22,9 @@ import _kills as kills
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import IndexFormatError
+from sirerag.core.errors import IndexFormatError
 from sirerag.pipeline.verify import verify_index
-from sirerag.pool import load_index
+from sirerag.pool.store import load_index
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 from _llm_server import FlakyServer
 from _scripted import SCRIPTED_DOCS, prompt_kind, scripted_reply
 
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 from sirerag.pipeline.dryrun import dry_run
 from sirerag.pipeline.plan import MODELS, BuildPlan
 

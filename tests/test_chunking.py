@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from sirerag.chunking import chunk_documents, sentence_spans, split_text
-from sirerag.config import ChunkingConfig
-from sirerag.errors import ConfigError, InputError
-from sirerag.io.corpus import load_corpus
-from sirerag.tokens import count_tokens
-from sirerag.types import Chunk, Document
+from sirerag.text.chunking import chunk_documents, sentence_spans, split_text
+from sirerag.core.config import ChunkingConfig
+from sirerag.core.errors import ConfigError, InputError
+from sirerag.core.io.corpus import load_corpus
+from sirerag.text.tokens import count_tokens
+from sirerag.core.types import Chunk, Document
 
 # shared data sits beside the repository: ../shared/bench relative to its root
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench" / "musique" / "corpus.jsonl"

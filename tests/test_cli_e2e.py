@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.io import FORMAT_VERSION
-from sirerag.pool import load_index
+from sirerag.core.io import FORMAT_VERSION
+from sirerag.pool.store import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 pytestmark = pytest.mark.slow

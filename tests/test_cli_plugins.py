@@ -37,9 +37,9 @@ def test_no_module_under_sirerag_imports_finetune():
 
 
 def test_the_ast_check_sees_every_import_form():
-    code = "import finetune\nfrom sirerag_finetune.cli import register\nimportlib.import_module('finetune.data')\n"
+    code = "import finetune\nfrom sirerag_finetune.cli import register\nimportlib.import_module('finetune.make_data')\n"
     assert [name for _, name in _imported_modules(ast.parse(code))] == [
-        "finetune", "sirerag_finetune.cli", "finetune.data"]
+        "finetune", "sirerag_finetune.cli", "finetune.make_data"]
 
 
 def test_importing_the_core_and_its_cli_loads_no_finetune_module():

@@ -7,8 +7,8 @@ import pytest
 from sirerag.clustering import ClusterStats, cluster, consecutive_runs, search_k
 from sirerag.clustering.gmm import coarse_grid, soft_memberships
 from sirerag.clustering.reduce import exact_cosine_knn
-from sirerag.config import ClusteringConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import ClusteringConfig
+from sirerag.core.errors import ConfigError
 
 CONFIG = ClusteringConfig()
 

@@ -17,19 +17,19 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import ConfigError, MissingExtraError, SireragError
-from sirerag.io import write_manifest
-from sirerag.pool import load_index, save_pool
+from sirerag.core.errors import ConfigError, MissingExtraError, SireragError
+from sirerag.core.io import write_manifest
+from sirerag.pool.store import load_index, save_pool
 from sirerag.retrievers import Retriever, load_retriever
 from sirerag.retrievers import colbert as colbert_mod
 from sirerag.retrievers._colbert_client import WorkerClient
-from sirerag.io import collection_text
+from sirerag.core.io import collection_text
 from sirerag.retrievers.colbert import (
     ColBERTRetriever,
     colbert_indexes,
     resolve_checkpoint,
 )
-from sirerag.types import Node, Pool
+from sirerag.core.types import Node, Pool
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 N_ENTRIES = 300

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sirerag.config import BuildConfig, ChunkingConfig, ClusteringConfig, load_config
-from sirerag.errors import ConfigError
+from sirerag.core.config import BuildConfig, ChunkingConfig, ClusteringConfig, load_config
+from sirerag.core.errors import ConfigError
 
 
 def test_defaults_validate_and_round_trip():

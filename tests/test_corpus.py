@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sirerag.errors import InputError
-from sirerag.io.corpus import load_corpus
-from sirerag.types import document_id
+from sirerag.core.errors import InputError
+from sirerag.core.io.corpus import load_corpus
+from sirerag.core.types import document_id
 
 # shared data sits beside the repository: ../shared/bench relative to its root
 BENCH = Path(__file__).resolve().parents[2] / "shared" / "bench" / "musique" / "corpus.jsonl"
@@ -28,7 +28,7 @@ def test_jsonl_keeps_ids_order_and_derives_missing_ids(tmp_path, caplog):
         {"text": "No title here."},
         {"_id": 7, "text": "A BEIR-style row."},
     ])
-    with caplog.at_level(logging.INFO, logger="sirerag.io.corpus"):
+    with caplog.at_level(logging.INFO, logger="sirerag.core.io.corpus"):
         docs = load_corpus(path)
     assert [d.id for d in docs] == ["b", document_id("Ant", "Ants carry leaves."), document_id("", "No title here."), "7"]
     assert docs[1].text == "Ants  carry\tleaves."  # text is kept verbatim
@@ -68,7 +68,7 @@ def test_exact_duplicates_are_dropped_with_a_warning(tmp_path, caplog):
         {"title": "A", "text": "same"}, {"title": "B", "text": "other"}, {"title": "A", "text": "same"},
         {"id": "k", "text": "x"}, {"id": "k", "text": "x"},
     ])
-    with caplog.at_level(logging.WARNING, logger="sirerag.io.corpus"):
+    with caplog.at_level(logging.WARNING, logger="sirerag.core.io.corpus"):
         docs = load_corpus(path)
     assert [d.title for d in docs] == ["A", "B", ""]
     assert "dropped 2 exact duplicate document(s)" in caplog.text and "d.jsonl:3 repeats" in caplog.text

@@ -14,8 +14,8 @@ import pytest
 
 from sirerag.cli.main import main
 from sirerag.datasets import convert, write
-from sirerag.errors import ConfigError, InputError
-from sirerag.types import document_id
+from sirerag.core.errors import ConfigError, InputError
+from sirerag.core.types import document_id
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "data" / "datasets"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sirerag.embedding import CachedEmbedder, EmbeddingCache, load_embedder
-from sirerag.errors import SireragError
+from sirerag.core.errors import SireragError
 
 st_backend = pytest.importorskip("sirerag.embedding.sentence_transformers")
 pytest.importorskip("sentence_transformers")

@@ -11,7 +11,7 @@ import pytest
 
 from sirerag.embedding import CachedEmbedder, EmbeddingCache, load_embedder
 from sirerag.embedding.base import l2_normalize
-from sirerag.errors import ConfigError, MissingExtraError
+from sirerag.core.errors import ConfigError, MissingExtraError
 
 DIM = 8
 TEXTS = [f"Passage number {i} talks about {topic}." for i, topic in

@@ -12,7 +12,7 @@ pytest.importorskip("sentence_transformers")
 pytest.importorskip("optimum.onnxruntime")
 
 from sirerag.embedding import load_embedder  # noqa: E402
-from sirerag.embedding.onnx import ONNX_SPECS, load_minilm_onnx  # noqa: E402
+from sirerag.embedding.st_onnx import ONNX_SPECS, load_minilm_onnx  # noqa: E402
 
 pytestmark = pytest.mark.slow
 DATA = Path(__file__).resolve().parents[1] / "data"

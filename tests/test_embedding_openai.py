@@ -10,7 +10,7 @@ import pytest
 from _llm_server import EmbeddingServer, fake_vector
 
 from sirerag.embedding import load_embedder
-from sirerag.errors import ConfigError, MissingExtraError, SireragError
+from sirerag.core.errors import ConfigError, MissingExtraError, SireragError
 
 SECRET = "sk-test-secret-0123456789"
 

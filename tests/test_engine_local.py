@@ -10,9 +10,9 @@ import pytest
 from _llm_server import FlakyServer, free_port
 
 from sirerag.cli.build import config_from_args, register
-from sirerag.config import BuildConfig, EngineConfig
+from sirerag.core.config import BuildConfig, EngineConfig
 from sirerag.engine import LocalEngine, make_engine
-from sirerag.errors import ConfigError, MissingExtraError
+from sirerag.core.errors import ConfigError, MissingExtraError
 from sirerag.llm.base import LLMRequest
 from sirerag.llm.factory import load_llm, parse_spec
 

@@ -13,7 +13,7 @@ import pytest
 from _llm_server import SCRIPT, free_port, server_url
 
 from sirerag.cli.main import main
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 from sirerag.engine.ray_engine import TEST_EXIT_ENV, EngineError
 from sirerag.llm.cache import CallCache
 from sirerag.pipeline.build import build_index

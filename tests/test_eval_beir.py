@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import InputError
+from sirerag.core.errors import InputError
 from sirerag.evaluation.metrics import ndcg, passage_recall, reciprocal_rank
 from sirerag.evaluation.retrieval import Question, evaluate_retrieval, load_beir_questions, load_questions
 from sirerag.evaluation.trec import write_qrels, write_run
 from sirerag.retrievers.base import Hit
-from sirerag.types import Node, Pool
+from sirerag.core.types import Node, Pool
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from sirerag.errors import InputError
+from sirerag.core.errors import InputError
 from sirerag.evaluation.retrieval import (
     ContextBuilder,
     Question,
@@ -18,8 +18,8 @@ from sirerag.evaluation.retrieval import (
 )
 from sirerag.evaluation.text import contains_answer, is_yes_no, normalize_answer
 from sirerag.retrievers.base import Hit
-from sirerag.tokens import count_tokens
-from sirerag.types import Node, Pool
+from sirerag.text.tokens import count_tokens
+from sirerag.core.types import Node, Pool
 
 
 def test_squad_normalisation_and_whole_word_match():

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import ConfigError, MissingExtraError
-from sirerag.export import FORMATS, export_pool
-from sirerag.io import collection_text
-from sirerag.io import read_jsonl, write_jsonl, write_manifest
-from sirerag.pool import DOCUMENTS, load_index, save_pool
-from sirerag.types import Node, Pool
+from sirerag.core.errors import ConfigError, MissingExtraError
+from sirerag.pool.export import FORMATS, export_pool
+from sirerag.core.io import collection_text
+from sirerag.core.io import read_jsonl, write_jsonl, write_manifest
+from sirerag.pool.store import DOCUMENTS, load_index, save_pool
+from sirerag.core.types import Node, Pool
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -143,12 +143,12 @@ def test_existing_folders_are_protected_and_exports_replaced_only_on_request(ind
 
 
 def test_a_failed_export_leaves_nothing_behind(index_dir, tmp_path, monkeypatch):
-    import sirerag.export
+    import sirerag.pool.export
 
     def disk_full(*args, **kwargs):
         raise OSError("No space left on device")
 
-    monkeypatch.setattr(sirerag.export, "save_npy", disk_full)
+    monkeypatch.setattr(sirerag.pool.export, "save_npy", disk_full)
     with pytest.raises(OSError, match="No space"):
         export_pool(index_dir, tmp_path / "out", "jsonl")
     assert [p.name for p in tmp_path.iterdir()] == [".out.lock"]  # only the lock file, kept beside the folder

@@ -12,14 +12,14 @@ from typing import Callable, Sequence
 
 import pytest
 
-from sirerag.chunking import chunk_documents
-from sirerag.config import ChunkingConfig, ExtractionConfig
+from sirerag.text.chunking import chunk_documents
+from sirerag.core.config import ChunkingConfig, ExtractionConfig
 from sirerag.extraction import extract, extract_facts
 from sirerag.extraction.coref import clean_rewrite, drift_reason, rewrite_chunks
 from sirerag.extraction.llm import RETRY_VERSION
-from sirerag.io import read_jsonl
+from sirerag.core.io import read_jsonl
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 DATA = Path(__file__).parent / "data"
 GOOD = json.dumps({"f1": {"fact": "Ada Lovelace was born in London.", "entities": ["Ada Lovelace", "London"]},
@@ -161,7 +161,7 @@ def test_llm_mode_writes_records_and_counts_failures(tmp_path) -> None:  # noqa:
 
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):  # noqa: ANN001, ANN201
-    from sirerag.config import LLMConfig
+    from sirerag.core.config import LLMConfig
     from sirerag.llm.factory import load_llm
 
     return load_llm("hf:smollm2", config=LLMConfig(), cache_dir=tmp_path_factory.mktemp("llm-cache"))

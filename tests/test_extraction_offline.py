@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from sirerag.chunking import chunk_documents
-from sirerag.config import ChunkingConfig, ExtractionConfig
-from sirerag.errors import ConfigError
+from sirerag.text.chunking import chunk_documents
+from sirerag.core.config import ChunkingConfig, ExtractionConfig
+from sirerag.core.errors import ConfigError
 from sirerag.extraction import extract
 from sirerag.extraction.offline import OfflineExtractor, extract_offline, title_hint
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 
 def run(*docs: Document, mode: str = "passage"):  # noqa: ANN201

@@ -5,11 +5,11 @@ import sys
 
 import pytest
 
-from sirerag.chunking import chunk_documents
-from sirerag.config import ChunkingConfig, ExtractionConfig
-from sirerag.errors import ConfigError, MissingExtraError
+from sirerag.text.chunking import chunk_documents
+from sirerag.core.config import ChunkingConfig, ExtractionConfig
+from sirerag.core.errors import ConfigError, MissingExtraError
 from sirerag.extraction import extract
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 
 @pytest.fixture(scope="module")

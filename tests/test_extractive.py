@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sirerag.chunking import sentence_spans
-from sirerag.errors import ConfigError
-from sirerag.tokens import count_tokens
+from sirerag.text.chunking import sentence_spans
+from sirerag.core.errors import ConfigError
+from sirerag.text.tokens import count_tokens
 from sirerag.trees.base import Summarizer
 from sirerag.trees.extractive import ExtractiveSummarizer
-from sirerag.types import collapse_ws
+from sirerag.core.types import collapse_ws
 
 SAMPLE = Path(__file__).parent / "data" / "2wiki_passages.jsonl"  # 56 2WikiMultiHopQA passages (Apache-2.0)
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import CacheError, DiskFullError
-from sirerag.io.sqlite import cache_errors, integrity_problems
+from sirerag.core.errors import CacheError, DiskFullError
+from sirerag.core.io.sqlite import cache_errors, integrity_problems
 from sirerag.llm.cache import CallCache
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,8 +52,8 @@ def test_a_full_disk_names_the_file_being_written(tmp_path):
     disk.mkdir()
     result = _in_namespace(f"""
         import numpy as np
-        from sirerag.errors import DiskFullError
-        from sirerag.io import save_npy, write_jsonl
+        from sirerag.core.errors import DiskFullError
+        from sirerag.core.io import save_npy, write_jsonl
         for name, write in (("embeddings.npy", lambda p: save_npy(p, np.ones((400, 384), dtype=np.float32))),
                             ("entries.jsonl", lambda p: write_jsonl(p, ({{"text": "x" * 1000}} for _ in range(400))))):
             try:

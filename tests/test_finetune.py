@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sirerag_finetune.config import LoRAConfig, OptimConfig, TrainConfig, bundled_configs, load_train_config
-from sirerag_finetune.dataset import (
+from sirerag_finetune.data_format import (
     Example,
     card_markdown,
     extraction_example,
@@ -21,7 +21,7 @@ from sirerag_finetune.dataset import (
 )
 from sirerag_finetune.evaluate import report_markdown, score_extraction, score_rewrites
 from sirerag_finetune.metrics import PRF, match_propositions, rouge_l, set_prf, token_f1
-from sirerag.errors import ConfigError, InputError
+from sirerag.core.errors import ConfigError, InputError
 from sirerag.extraction import Fact, parse_facts
 
 # ---------------------------------------------------------------- metrics
@@ -255,10 +255,10 @@ class ScriptedTeacher:
 
 
 def test_teacher_examples_keep_only_outputs_that_pass_the_build_checks():
-    from sirerag.config import ChunkingConfig
-    from sirerag.types import Document
+    from sirerag.core.config import ChunkingConfig
+    from sirerag.core.types import Document
 
-    from sirerag_finetune.data import teacher_examples
+    from sirerag_finetune.make_data import teacher_examples
 
     docs = [Document(id="d1", title="Ada", text="Ada Lovelace was a mathematician. She wrote an algorithm."),
             Document(id="d2", title="Bridge", text="The Harwick Bridge opened in 1931. It crosses the Tame."),
@@ -297,9 +297,9 @@ def test_teacher_examples_keep_only_outputs_that_pass_the_build_checks():
 
 def test_make_teacher_data_refuses_when_nothing_is_valid(tmp_path, monkeypatch):
     import sirerag.llm.factory as factory
-    from sirerag.types import Document
+    from sirerag.core.types import Document
 
-    from sirerag_finetune.data import make_teacher_data
+    from sirerag_finetune.make_data import make_teacher_data
 
     garbage = ScriptedTeacher({"coref_rewrite@1": [("", "")], "extract_propositions@1": [("", "no")]})
     monkeypatch.setattr(factory, "load_llm", lambda spec, **kw: garbage)

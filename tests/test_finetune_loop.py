@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pytest
 
-from sirerag.config import BuildConfig, ChunkingConfig, ExtractionConfig, LLMConfig
+from sirerag.core.config import BuildConfig, ChunkingConfig, ExtractionConfig, LLMConfig
 from sirerag.extraction import Fact
-from sirerag.io import read_json, read_jsonl
-from sirerag.types import Document, document_id
+from sirerag.core.io import read_json, read_jsonl
+from sirerag.core.types import Document, document_id
 
 from sirerag_finetune.config import load_train_config
-from sirerag_finetune.dataset import extraction_example, facts_target, read_examples, write_dataset
+from sirerag_finetune.data_format import extraction_example, facts_target, read_examples, write_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -93,7 +93,7 @@ def teacher_server(gold):
 
 
 def make_data(server, gold, out):  # noqa: ANN001, ANN201
-    from sirerag_finetune.data import make_teacher_data
+    from sirerag_finetune.make_data import make_teacher_data
 
     return make_teacher_data([as_document(r) for r in gold["train"]], out, teacher=f"openai:teacher@{server.url}",
                              llm_config=LLMConfig(max_retries=0), tasks=("extract",), validation_fraction=0.0,

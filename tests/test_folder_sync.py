@@ -10,9 +10,9 @@ import pytest
 
 import sirerag
 from sirerag.cli.main import main
-from sirerag.errors import ConfigError
-from sirerag.io.corpus import folder_file_of, load_corpus, stale_folder_ids
-from sirerag.io.markdown import slugify, split_sections
+from sirerag.core.errors import ConfigError
+from sirerag.core.io.corpus import folder_file_of, load_corpus, stale_folder_ids
+from sirerag.core.io.markdown import slugify, split_sections
 
 
 def test_markdown_is_split_at_headings_with_the_heading_path():

@@ -10,11 +10,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sirerag.errors import InputError
+from sirerag.core.errors import InputError
 from sirerag.extraction.llm import _EXAMPLE_FACTS, read_facts
 from sirerag.extraction.parse import ParseError
-from sirerag.io.corpus import load_corpus
-from sirerag.types import Document, collapse_ws
+from sirerag.core.io.corpus import load_corpus
+from sirerag.core.types import Document, collapse_ws
 
 FUZZ = settings(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from sirerag.config import GraphConfig
-from sirerag.errors import IndexFormatError
+from sirerag.core.config import GraphConfig
+from sirerag.core.errors import IndexFormatError
 from sirerag.graph.build import build_graph, structural_edges
 from sirerag.graph.synonyms import synonym_edges
 from sirerag.graph.store import build_and_save_graph, load_graph, save_graph
-from sirerag.types import Document, Proposition
+from sirerag.core.types import Document, Proposition
 
 
 def prop(i: int, doc: str, *entities: str, text: str | None = None) -> Proposition:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.retrievers.keyword_graph import KeywordGraphRetriever, chunk_adjacency, keyword_matrix
 
 # a bAbI-like story: the football is picked up by Daniel (0), who then moves (2, 4); others move too

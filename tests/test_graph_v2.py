@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sirerag.graph.build import build_graph
-from sirerag.types import Node, Pool, Proposition
+from sirerag.core.types import Node, Pool, Proposition
 
 pytest.importorskip("ahocorasick")
 

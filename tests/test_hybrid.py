@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Hit
 from sirerag.retrievers.hybrid import FusionRetriever, load, reciprocal_rank_fusion
 

@@ -72,3 +72,53 @@ def test_no_import_circle_among_sirerag_modules():
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:
         pytest.fail(f"import circle: {' -> '.join(exc.args[1])}")
+
+
+#: The layers, bottom first (docs/architecture.md "Layers"); a module may import from its own layer and those
+#: below it. The package root (``sirerag/__init__.py``: the version and lazy public names) is below them all.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("core", ("sirerag.core",)),
+    ("text", ("sirerag.text",)),
+    ("backends", ("sirerag.http", "sirerag.llm", "sirerag.embedding", "sirerag.engine")),
+    ("extraction", ("sirerag.extraction",)),
+    ("clustering", ("sirerag.clustering",)),
+    ("trees", ("sirerag.trees",)),
+    ("pool", ("sirerag.pool",)),
+    ("graph", ("sirerag.graph",)),
+    ("pipeline", ("sirerag.pipeline",)),
+    ("retrievers", ("sirerag.retrievers",)),
+    ("evaluation", ("sirerag.evaluation", "sirerag.datasets")),
+    ("report", ("sirerag.report",)),
+    ("api", ("sirerag.api", "sirerag.answers")),
+    ("front", ("sirerag.cli", "sirerag.integrations")),
+]
+
+
+def layer_of(module: str) -> int | None:
+    """Index in :data:`LAYERS` of the layer holding ``module`` (-1 for the package root)."""
+    if module == "sirerag":
+        return -1
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return None
+
+
+def test_every_module_sits_in_a_layer_and_imports_only_downwards():
+    graph = import_graph()
+    homeless = sorted(m for m in graph if layer_of(m) is None)
+    assert not homeless, f"modules in no layer (add a folder to LAYERS and docs/architecture.md): {homeless}"
+    upward = sorted(f"{m} ({LAYERS[layer_of(m)][0]}) -> {t} ({LAYERS[layer_of(t)][0]})"
+                    for m, targets in graph.items() for t in targets if layer_of(t) > layer_of(m))
+    assert not upward, "imports that point up the layers:\n" + "\n".join(upward)
+    assert layer_of("sirerag.pool.bm25") < layer_of("sirerag.graph.query_aids") < layer_of("sirerag.cli.main")
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path):
+    assert layer_of("sirerag.core.io.guard") == 0 and layer_of("sirerag.pool.store") == 6
+    assert layer_of("sirerag.somewhere_new") is None
+    up = tmp_path / "low.py"
+    up.write_text("def f():\n    from sirerag.retrievers import load_retriever\n")
+    known = {"sirerag.core.low": up, "sirerag.retrievers": tmp_path / "r.py"}
+    (target,) = imports("sirerag.core.low", up, known)
+    assert layer_of(target) > layer_of("sirerag.core.low")

@@ -16,16 +16,16 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.config import ClusteringConfig
-from sirerag.errors import InputError
-from sirerag.io.corpus import load_corpus
+from sirerag.core.config import ClusteringConfig
+from sirerag.core.errors import InputError
+from sirerag.core.io.corpus import load_corpus
 from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index
 from sirerag.pipeline.verify import verify_index
-from sirerag.pool import load_index
+from sirerag.pool.store import load_index
 from sirerag.trees.base import CountingSummarizer
 from sirerag.trees.incremental import update_tree
-from sirerag.types import Document, Node
+from sirerag.core.types import Document, Node
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = ["--quiet", "--seed", "7"]
@@ -310,7 +310,7 @@ def test_only_stale_children_below_keep_the_parent_text_and_threshold_zero_rewri
 
 
 def test_the_refresh_threshold_is_validated_before_anything_is_read(tmp_path):
-    from sirerag.errors import ConfigError
+    from sirerag.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"update.refresh_threshold \(--refresh-threshold\) must be a share between "
                                           r"0 and 1, got 1.5"):

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import CacheError, ConfigError, IndexFormatError, IndexLockedError
-from sirerag.export import export_pool
-from sirerag.io import atomic_path, index_lock, write_jsonl, write_manifest
-from sirerag.io.staging import staged_index
-from sirerag.pool import DOCUMENTS, load_index, load_pool, save_pool
-from sirerag.types import Node, Pool
+from sirerag.core.errors import CacheError, ConfigError, IndexFormatError, IndexLockedError
+from sirerag.pool.export import export_pool
+from sirerag.core.io import atomic_path, index_lock, write_jsonl, write_manifest
+from sirerag.core.io.staging import staged_index
+from sirerag.pool.store import DOCUMENTS, load_index, load_pool, save_pool
+from sirerag.core.types import Node, Pool
 
 
 def make_index(directory: Path, n: int = 6, seed: int = 0) -> Path:
@@ -79,7 +79,7 @@ def test_a_rebuild_replaces_every_file_and_keeps_the_cache(tmp_path):
 
 
 def test_a_failed_build_leaves_the_old_index_and_its_cache(tmp_path, monkeypatch):
-    import sirerag.io.staging as staging
+    import sirerag.core.io.staging as staging
 
     out = make_index(tmp_path / "idx", seed=1)
     (out / "cache").mkdir()

@@ -16,10 +16,10 @@ import pytest
 from _llm_server import EmbeddingServer
 
 from sirerag.cli.main import main
-from sirerag.config import BuildConfig
-from sirerag.errors import InputError
+from sirerag.core.config import BuildConfig
+from sirerag.core.errors import InputError
 from sirerag.evaluation.retrieval import load_questions
-from sirerag.io.files import read_jsonl_numbered, strip_surrogates
+from sirerag.core.io.files import read_jsonl_numbered, strip_surrogates
 from sirerag.pipeline.build import build_index
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import pytest
 from _tiny_index import QUESTION, build_tiny_index
 
 import sirerag
-from sirerag.errors import MissingExtraError
+from sirerag.core.errors import MissingExtraError
 
 
 @pytest.fixture(scope="module")

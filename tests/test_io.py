@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from sirerag.errors import IndexFormatError, InputError
-from sirerag.io import (
+from sirerag.core.errors import IndexFormatError, InputError
+from sirerag.core.io import (
     FORMAT_VERSION,
     atomic_path,
     load_npy,
@@ -74,7 +74,7 @@ def test_atomic_path_creates_parent(tmp_path):
 
 
 def test_atomic_dir_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_path):
-    from sirerag.io import atomic_dir
+    from sirerag.core.io import atomic_dir
 
     target = tmp_path / "out"
     with atomic_dir(target) as tmp:

@@ -20,8 +20,8 @@ import pytest
 from _llm_server import EmbeddingServer, free_port
 
 from sirerag.cli.main import main
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError
 from sirerag.llm.base import LLMRequest, TransientLLMError
 from sirerag.llm.cache import CachedLLM, CallCache
 from sirerag.llm.factory import load_llm
@@ -250,7 +250,7 @@ def test_a_build_whose_llm_answers_numbers_fails_in_one_line_and_caches_nothing(
 
 
 def test_openai_itself_is_an_endpoint_too_and_needs_a_key(tmp_path, capsys, monkeypatch):
-    from sirerag.config import BuildConfig
+    from sirerag.core.config import BuildConfig
     from sirerag.pipeline.endpoints import endpoints_of
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -13,7 +13,7 @@ import _kills as kills
 from _llm_server import server_url
 
 from sirerag.cli.main import main
-from sirerag.config import load_config
+from sirerag.core.config import load_config
 from sirerag.llm.cache import CallCache, resolve_db
 from sirerag.pipeline.dryrun import dry_run
 

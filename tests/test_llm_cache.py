@@ -10,7 +10,7 @@ import pytest
 from _llm_server import FlakyServer
 
 from sirerag.cli.main import main
-from sirerag.config import LLMConfig
+from sirerag.core.config import LLMConfig
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM
 from sirerag.llm.cache import CachedLLM, CallCache, cache_key, resolve_db
 from sirerag.llm.factory import load_llm

@@ -8,15 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sirerag.chunking import chunk_documents
+from sirerag.text.chunking import chunk_documents
 from sirerag.cli.main import main
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 from sirerag.extraction import extract
 from sirerag.llm.accounting import request_tokens
 from sirerag.llm.base import Completion, StreamingLLM
 from sirerag.llm.cache import CachedLLM, CallCache
 from sirerag.pipeline.dryrun import dry_run, format_report
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "corpus.jsonl"
 

@@ -6,8 +6,8 @@ import gc
 
 import pytest
 
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError
 from sirerag.llm.factory import describe_spec, load_llm
 from sirerag.llm.prompts import QA_READER
 

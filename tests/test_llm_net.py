@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from sirerag.embedding import load_embedder
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.llm.factory import parse_spec
-from sirerag.llm.net import RetryPolicy, public_url, split_openai_spec
+from sirerag.http import RetryPolicy, public_url, split_openai_spec
 
 
 def test_one_spec_rule_for_chat_and_embeddings():

@@ -12,8 +12,8 @@ import logging
 import pytest
 from _llm_server import server_url
 
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError
 from sirerag.llm.base import LLMRequest
 from sirerag.llm.factory import load_llm, parse_spec
 from sirerag.llm.prompts import QA_READER

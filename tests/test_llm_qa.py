@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError
 from sirerag.evaluation.qa import ReaderResult, clean_answer, efficiency, evaluate_reader, exact_match, f1_score, tper
 from sirerag.retrievers.base import Hit
-from sirerag.types import Node, Pool
+from sirerag.core.types import Node, Pool
 
 
 def test_exact_match_uses_squad_normalisation_and_aliases():

@@ -7,7 +7,7 @@ import time
 import pytest
 from _llm_server import FlakyServer, free_port
 
-from sirerag.config import LLMConfig
+from sirerag.core.config import LLMConfig
 from sirerag.llm.base import LLMCallError, LLMRequest, TransientLLMError
 from sirerag.llm.cache import CachedLLM, CallCache
 from sirerag.llm.factory import load_llm

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sirerag.embedding.onnx_query import OnnxQueryEmbedder, pool_tokens, read_pipeline
-from sirerag.errors import SireragError
+from sirerag.embedding.query_encoder import OnnxQueryEmbedder, pool_tokens, read_pipeline
+from sirerag.core.errors import SireragError
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -75,7 +75,7 @@ def minilm_torch():
 @pytest.fixture(scope="module")
 def export_home(tmp_path_factory, minilm_torch):
     """An XDG cache folder holding the MiniLM export (made once for this module)."""
-    from sirerag.embedding.onnx_export import ensure_minilm_query_export
+    from sirerag.embedding.query_export import ensure_minilm_query_export
 
     home = tmp_path_factory.mktemp("xdg")
     with pytest.MonkeyPatch.context() as mp:
@@ -88,10 +88,10 @@ def export_home(tmp_path_factory, minilm_torch):
 @pytest.fixture(scope="module")
 def dense_index(tmp_path_factory, minilm_torch):
     """A leaves-only index of 60 data/ passages embedded by the torch model, as a build writes it."""
-    from sirerag.io import write_manifest
-    from sirerag.pool import flatten, save_pool
+    from sirerag.core.io import write_manifest
+    from sirerag.pool.store import flatten, save_pool
     from sirerag.trees.base import TreeResult
-    from sirerag.types import Node
+    from sirerag.core.types import Node
 
     with open(ROOT / "data" / "corpus.jsonl", encoding="utf-8") as fh:
         texts = [(r["title"] + "\n" + r["text"]) for r in (json.loads(line) for _, line in zip(range(60), fh))]
@@ -105,7 +105,7 @@ def dense_index(tmp_path_factory, minilm_torch):
 
 @pytest.mark.slow
 def test_onnx_queries_match_torch_and_give_the_same_hits(export_home, dense_index, minilm_torch, monkeypatch):
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
     from sirerag.retrievers import load_retriever
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(export_home))
@@ -133,7 +133,7 @@ def test_dense_search_with_the_export_imports_no_torch(export_home, dense_index,
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert json.loads(lines[-1]) == {"rc": 0, "heavy": []}
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
     from sirerag.retrievers import load_retriever
 
     reference = load_retriever("dense", load_index(dense_index), embedder=minilm_torch).search(query, k=10)
@@ -145,11 +145,11 @@ def test_dense_search_with_the_export_imports_no_torch(export_home, dense_index,
 def test_without_an_export_search_loads_torch_and_says_how_to_get_the_fast_path(
         export_home, dense_index, tmp_path, monkeypatch, caplog):
     from sirerag.embedding.sentence_transformers import SentenceTransformerEmbedder
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
     from sirerag.retrievers import load_retriever
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty"))
-    with caplog.at_level(logging.INFO, logger="sirerag.embedding.onnx_query"):
+    with caplog.at_level(logging.INFO, logger="sirerag.embedding.query_encoder"):
         slow = load_retriever("dense", load_index(dense_index))
     assert isinstance(slow.embedder, SentenceTransformerEmbedder)
     assert "no ONNX export of MiniLM" in caplog.text and "sirerag cache query-model" in caplog.text
@@ -163,7 +163,7 @@ def test_without_an_export_search_loads_torch_and_says_how_to_get_the_fast_path(
     next((damaged / "sirerag").glob("onnx-query/*/model.onnx")).write_bytes(b"not a model")
     monkeypatch.setenv("XDG_CACHE_HOME", str(damaged))
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="sirerag.embedding.onnx_query"):
+    with caplog.at_level(logging.INFO, logger="sirerag.embedding.query_encoder"):
         again = load_retriever("dense", load_index(dense_index))
     assert isinstance(again.embedder, SentenceTransformerEmbedder)
     assert "the ONNX export is unusable" in caplog.text and "sirerag cache query-model --force" in caplog.text
@@ -171,12 +171,12 @@ def test_without_an_export_search_loads_torch_and_says_how_to_get_the_fast_path(
 
 @pytest.mark.slow
 def test_an_export_that_differs_from_torch_is_not_kept(minilm_torch, tmp_path, monkeypatch):
-    from sirerag.embedding import onnx_export
+    from sirerag.embedding import query_export
     from sirerag.embedding.sentence_transformers import minilm_dir
 
     monkeypatch.setattr(onnx_export, "MIN_COSINE", 1.5)  # no export can pass
     with pytest.raises(SireragError, match=r"differs from the torch model .* it was not kept"):
-        onnx_export.export_query_model(minilm_torch.model, minilm_dir(), tmp_path / "export", source_sha256="0" * 64,
+        query_export.export_query_model(minilm_torch.model, minilm_dir(), tmp_path / "export", source_sha256="0" * 64,
                                        spec="st:test")
     assert not (tmp_path / "export").exists() and os.listdir(tmp_path) == []
 
@@ -184,7 +184,7 @@ def test_an_export_that_differs_from_torch_is_not_kept(minilm_torch, tmp_path, m
 @pytest.mark.slow
 def test_build_and_cli_record_the_export(export_home, minilm_torch, tmp_path, monkeypatch, capsys):
     from sirerag.cli.main import main
-    from sirerag.config import BuildConfig
+    from sirerag.core.config import BuildConfig
     from sirerag.pipeline.build import build_index
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(export_home))

@@ -1,4 +1,4 @@
-"""One output guard for every writing command (issue 25, item 1; :mod:`sirerag.io.guard`).
+"""One output guard for every writing command (issue 25, item 1; :mod:`sirerag.core.io.guard`).
 
 Nothing a user owns is replaced: a file sirerag did not write, a file inside an index, an input
 of the same command, a folder of someone else's files. What sirerag wrote itself (a report, an
@@ -16,11 +16,11 @@ import pytest
 from _llm_server import EmbeddingServer
 
 from sirerag.cli.main import main
-from sirerag.config import BuildConfig
-from sirerag.errors import ConfigError
-from sirerag.io.guard import check_cache_dir, check_file_out, written_by_sirerag
+from sirerag.core.config import BuildConfig
+from sirerag.core.errors import ConfigError
+from sirerag.core.io.guard import check_cache_dir, check_file_out, written_by_sirerag
 from sirerag.pipeline.build import build_index
-from sirerag.pool import load_index
+from sirerag.pool.store import load_index
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "data"

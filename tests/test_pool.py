@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sirerag.errors import IndexFormatError
-from sirerag.io import write_manifest
-from sirerag.pool import flatten, load_index, load_pool, register_component, save_pool
+from sirerag.core.errors import IndexFormatError
+from sirerag.core.io import write_manifest
+from sirerag.pool.store import flatten, load_index, load_pool, register_component, save_pool
 from sirerag.trees.base import TreeResult
-from sirerag.types import Node, Pool, document_id
+from sirerag.core.types import Node, Pool, document_id
 
 
 def _node(i: int, tree: str = "similarity", kind: str = "leaf", level: int = 0, children=()) -> Node:

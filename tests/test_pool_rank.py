@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Hit
 from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, arrange
-from sirerag.types import Node, Pool, Proposition
+from sirerag.core.types import Node, Pool, Proposition
 
 
 def leaf(i: int) -> Node:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.graph.ppr import PersonalizedPageRank, personalized_pagerank
 
 ig = pytest.importorskip("igraph")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.pool import load_index
+from sirerag.pool.store import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 QUESTIONS = [json.loads(line)["question"] for line in (DATA / "questions.jsonl").read_text().splitlines()[:12]]
@@ -63,7 +63,7 @@ def test_the_build_stores_the_aids_and_a_search_ranks_as_without_them(graph_inde
 def test_a_search_with_the_aids_rebuilds_none_of_them(graph_index, monkeypatch):
     import sirerag.extraction.tagger as tagger
     import sirerag.graph.surface as surface
-    import sirerag.lexical as lexical
+    import sirerag.pool.bm25 as lexical
 
     def refuse(*_, **__):
         raise AssertionError("rebuilt at search time")

@@ -10,7 +10,7 @@ import pytest
 from sirerag.graph.build import build_graph
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, ner_seeds, reset_vector, top_facts
 from sirerag.graph.ppr import personalized_pagerank
-from sirerag.types import Document, Proposition, document_id
+from sirerag.core.types import Document, Proposition, document_id
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -88,7 +88,7 @@ def test_reset_vector_passage_weight(small_graph):
 
 def test_pool_entries_score_from_their_nodes(small_graph):
     from sirerag.retrievers.ppr import entry_node_matrix
-    from sirerag.types import Node, Pool
+    from sirerag.core.types import Node, Pool
 
     g = small_graph
     entries = (
@@ -107,8 +107,8 @@ def test_pool_entries_score_from_their_nodes(small_graph):
 
 def test_real_graph_from_sample_matches_igraph():
     ig = pytest.importorskip("igraph")
-    from sirerag.chunking import chunk_documents
-    from sirerag.config import ChunkingConfig, ExtractionConfig
+    from sirerag.text.chunking import chunk_documents
+    from sirerag.core.config import ChunkingConfig, ExtractionConfig
     from sirerag.extraction.extractor import extract
 
     docs = [Document(**json.loads(line)) for line in open(DATA / "corpus.jsonl", encoding="utf-8")]
@@ -148,10 +148,10 @@ QUESTION = "Which river flows through the hometown of Marta Kowalski?"
 @pytest.fixture(scope="module")
 def tiny_index(tmp_path_factory):
     pytest.importorskip("sentence_transformers")
-    from sirerag.config import BuildConfig
+    from sirerag.core.config import BuildConfig
     from sirerag.embedding import load_embedder
     from sirerag.pipeline.build import build_index
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
 
     docs = [Document(id=document_id(t, x), title=t, text=x) for t, x in CORPUS]
     config = BuildConfig(trees=()).with_overrides(chunking={"mode": "passage"}, graph={"enabled": True})

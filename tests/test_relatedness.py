@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from _scripted import SCRIPTED_DOCS, scripted_reply
 
-from sirerag.config import ClusteringConfig, RelatednessConfig, TreeConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import ClusteringConfig, RelatednessConfig, TreeConfig
+from sirerag.core.errors import ConfigError
 from sirerag.trees.extractive import ExtractiveSummarizer
 from sirerag.trees.relatedness import build_relatedness_tree, variant_name
-from sirerag.types import Proposition
+from sirerag.core.types import Proposition
 
 FACTS = [
     ("d1", "Francis Bacon was born in London in 1561.", ("Francis Bacon", "London", "1561")),
@@ -102,9 +102,9 @@ def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
     """``build_index`` with an LLM on three short documents: rewrite, extraction, LLM summaries
     and both trees, whatever the small model answers."""
     from sirerag.report.stats import index_stats
-    from sirerag.config import BuildConfig
+    from sirerag.core.config import BuildConfig
     from sirerag.pipeline.build import build_index
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
 
     docs = SCRIPTED_DOCS[:3]
     config = BuildConfig().with_overrides(
@@ -131,7 +131,7 @@ def test_full_build_with_a_scripted_model_produces_both_trees(tmp_path) -> None:
     """Every LLM stage answered by a scripted server: both trees exist, with aggregates of the shared entities."""
     from _llm_server import FlakyServer
 
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
 
     with FlakyServer(reply=scripted_reply) as server:
         full_llm_build(tmp_path, f"openai:scripted@{server.url}")

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from sirerag.cli.main import main
-from sirerag.errors import InputError
+from sirerag.core.errors import InputError
 from sirerag.report.render import decode_data, encode_data, fill, write_report
 
 from _browser import DevTools, find_chromium, run_headless

@@ -10,7 +10,7 @@ import numpy as np
 
 import pytest
 
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.retrievers import load_retriever
 from sirerag.retrievers.bm25 import BM25Retriever, tokenize
 from sirerag.retrievers.dense import DenseRetriever, top_k

@@ -6,16 +6,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sirerag.chunking import chunk_documents
-from sirerag.config import ChunkingConfig, ClusteringConfig, TreeConfig
-from sirerag.errors import ConfigError, InputError, SireragError
-from sirerag.io import read_jsonl
-from sirerag.tokens import count_tokens
+from sirerag.text.chunking import chunk_documents
+from sirerag.core.config import ChunkingConfig, ClusteringConfig, TreeConfig
+from sirerag.core.errors import ConfigError, InputError, SireragError
+from sirerag.core.io import read_jsonl
+from sirerag.text.tokens import count_tokens
 from sirerag.trees.base import CountingSummarizer, TreeResult
 from sirerag.trees.extractive import ExtractiveSummarizer
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.trees.similarity import build_similarity_tree, leaves_from_chunks
-from sirerag.types import Document, Node
+from sirerag.core.types import Document, Node
 
 SAMPLE = Path(__file__).parent / "data" / "2wiki_passages.jsonl"  # 56 2WikiMultiHopQA passages (Apache-2.0)
 

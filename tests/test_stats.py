@@ -22,9 +22,9 @@ import pytest
 
 from sirerag.cli.main import main
 from sirerag.report.stats import index_stats
-from sirerag.config import BuildConfig, TreeConfig
+from sirerag.core.config import BuildConfig, TreeConfig
 from sirerag.pipeline.build import build_index
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 DOCS = [
     Document(id="pa", title="Ada Lovelace", text="Ada Lovelace was born in London in 1815. She worked with "

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from sirerag.tokens import count_tokens, get_encoding
+from sirerag.text.tokens import count_tokens, get_encoding
 
 TEXT = "Clara Peeters (c. 1587 – after 1636) was a Flemish still-life painter.\n\tIt's 3,500 tokens' worth <|endoftext|>"
 

@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sirerag.cli.jit import cache_umap_functions
+    from sirerag.cli.numba_cache import cache_umap_functions
     from sirerag.pipeline.update import update_index
 
     cache_umap_functions()  # new clusters are clustered with UMAP: reuse its compiled functions

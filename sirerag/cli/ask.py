@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sirerag.api import Index
-    from sirerag.errors import check
+    from sirerag.core.errors import check
     from sirerag.retrievers.base import check_query
 
     check(args.k >= 1, "-k", args.k, "a positive integer")

@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
 
 
 def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
-    from sirerag.config import BuildConfig, load_config
+    from sirerag.core.config import BuildConfig, load_config
 
     config = load_config(args.config) if args.config else BuildConfig()
     overrides: dict[str, Any] = {}
@@ -84,7 +84,7 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
 
 
 def run(args: argparse.Namespace) -> int:
-    from sirerag.errors import ConfigError
+    from sirerag.core.errors import ConfigError
     from sirerag.pipeline.build import build_index
 
     config = config_from_args(args)
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         raise ConfigError("--out is required (the index directory to write), unless --dry-run is given")
     if config.trees:  # the trees cluster with UMAP: reuse its compiled functions from earlier runs
-        from sirerag.cli.jit import cache_umap_functions
+        from sirerag.cli.numba_cache import cache_umap_functions
 
         cache_umap_functions()
     report = build_index(Path(args.corpus), Path(args.out), config, cache_dir=args.cache,
@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(args: argparse.Namespace, config: Any) -> int:
-    from sirerag.io import write_json
-    from sirerag.io.guard import GENERATOR, check_file_out
+    from sirerag.core.io import write_json
+    from sirerag.core.io.guard import GENERATOR, check_file_out
     from sirerag.pipeline.dryrun import dry_run, format_report
 
     cache = args.cache or (Path(args.out) / "cache" if args.out else None)

@@ -40,7 +40,7 @@ def register(sub: Any) -> None:
 
 
 def run_stats(args: argparse.Namespace) -> int:
-    from sirerag.errors import InputError
+    from sirerag.core.errors import InputError
     from sirerag.llm.cache import CallCache, resolve_db
 
     db = resolve_db(args.path)
@@ -71,8 +71,8 @@ def run_stats(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from sirerag.errors import CacheError, InputError
-    from sirerag.io.sqlite import damaged_cache, find_databases, integrity_problems
+    from sirerag.core.errors import CacheError, InputError
+    from sirerag.core.io.sqlite import damaged_cache, find_databases, integrity_problems
 
     databases = find_databases(args.path)
     if not databases:
@@ -89,8 +89,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_query_model(args: argparse.Namespace) -> int:
-    from sirerag.embedding.onnx_export import ensure_minilm_query_export
-    from sirerag.embedding.onnx_query import query_model_dir
+    from sirerag.embedding.query_export import ensure_minilm_query_export
+    from sirerag.embedding.query_encoder import query_model_dir
 
     export = ensure_minilm_query_export(force=args.force)
     folder = query_model_dir(export["key"])

@@ -19,8 +19,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sirerag.errors import InputError
-    from sirerag.io.guard import check_file_out
+    from sirerag.core.errors import InputError
+    from sirerag.core.io.guard import check_file_out
     from sirerag.report.plots import comparison_table, load_results, plot_results
 
     plot = check_file_out(args.plot, "--plot", inputs=args.results) if args.plot else None

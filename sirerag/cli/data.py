@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     from sirerag.datasets import convert, write
 
-    from sirerag.io.guard import check_dataset_out
+    from sirerag.core.io.guard import check_dataset_out
 
     inputs = [*args.inputs, *([args.ids] if args.ids else [])]
     check_dataset_out(args.out, inputs=inputs)  # before any work
@@ -57,8 +57,8 @@ def run_convert(args: argparse.Namespace) -> int:
 
 def _read_ids(path: Path) -> list[str]:
     """Ids from a questions.jsonl (``id`` fields) or a plain list (one per line)."""
-    from sirerag.errors import InputError
-    from sirerag.io import read_jsonl
+    from sirerag.core.errors import InputError
+    from sirerag.core.io import read_jsonl
 
     if path.suffix.lower() == ".jsonl":
         ids = []

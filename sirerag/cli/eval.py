@@ -43,9 +43,9 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from sirerag.evaluation.retrieval import NO_ANSWERS, evaluate_retrieval
     from sirerag.evaluation.trec import write_run
-    from sirerag.io import write_json
-    from sirerag.io.guard import GENERATOR, check_cache_dir, check_file_outs
-    from sirerag.pool import load_index
+    from sirerag.core.io import write_json
+    from sirerag.core.io.guard import GENERATOR, check_cache_dir, check_file_outs
+    from sirerag.pool.store import load_index
     from sirerag.retrievers import load_retriever
     from sirerag.retrievers.pool_rank import describe
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _questions(args: argparse.Namespace, index: Any) -> list[Any]:
     """``--questions`` or ``--beir``; with ``--beir``, the gold ids must be passages of the index."""
-    from sirerag.errors import InputError
+    from sirerag.core.errors import InputError
     from sirerag.evaluation.retrieval import load_beir_questions, load_questions
 
     if not args.beir:
@@ -115,7 +115,7 @@ def report_missing_gold(questions: Any, index: Any) -> dict[str, Any]:
 
 def check_numbers(args: argparse.Namespace) -> None:
     """The numeric options are positive integers (before any index or model is loaded)."""
-    from sirerag.errors import check
+    from sirerag.core.errors import check
 
     for option in ("limit", "depth", "top_k", "token_budget"):
         value = getattr(args, option)
@@ -142,10 +142,10 @@ def print_table(result: dict[str, Any]) -> None:
 
 def _read(args: argparse.Namespace, index: Any, retriever: Any, questions: Any) -> dict[str, Any]:
     """``--reader``: EM/F1/TPQ on this index, and TPER against ``--baseline``."""
-    from sirerag.config import LLMConfig
+    from sirerag.core.config import LLMConfig
     from sirerag.evaluation.qa import efficiency, evaluate_reader
     from sirerag.llm.factory import load_llm
-    from sirerag.pool import load_index
+    from sirerag.pool.store import load_index
     from sirerag.retrievers import load_retriever
 
     llm = load_llm(args.reader, config=LLMConfig(), cache_dir=args.reader_cache)

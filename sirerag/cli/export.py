@@ -25,7 +25,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sirerag.export import export_pool
+    from sirerag.pool.export import export_pool
 
     report = export_pool(args.index, args.out, args.format, overwrite=args.overwrite)
     print(f"exported {report.rows} entries as {report.format} to {report.out}: {', '.join(report.files)}")

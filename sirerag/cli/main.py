@@ -4,7 +4,7 @@ Subcommands are the modules of this package that define ``register(subparsers)``
 each registers its parser and sets ``func(args) -> int``. Heavy modules are
 imported inside ``func`` so ``sirerag --help`` stays fast.
 
-An error a user can cause (a :class:`~sirerag.errors.SireragError`, or an
+An error a user can cause (a :class:`~sirerag.core.errors.SireragError`, or an
 ``OSError`` on a path they gave) ends the command with one line on stderr and exit
 code 1; ``--debug`` shows the traceback instead.
 
@@ -25,8 +25,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import sirerag
 import sirerag.cli
-from sirerag.cli.jit import configure_numba_cache
-from sirerag.errors import SireragError
+from sirerag.cli.numba_cache import configure_numba_cache
+from sirerag.core.errors import SireragError
 
 ORDER = ["build", "add", "remove", "index", "search", "ask", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
 #: entry point group of subcommands that live in other packages
@@ -38,7 +38,7 @@ Register = Callable[[Any], None]
 
 
 def _subcommand_modules() -> list[str]:
-    names = [m.name for m in pkgutil.iter_modules(sirerag.cli.__path__) if m.name not in ("main", "common", "jit")]
+    names = [m.name for m in pkgutil.iter_modules(sirerag.cli.__path__) if m.name not in ("main", "common", "numba_cache")]
     return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
 
 

@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from sirerag.api import Index
-    from sirerag.errors import ConfigError, check
+    from sirerag.core.errors import ConfigError, check
     from sirerag.retrievers.base import check_query
     from sirerag.retrievers.pool_rank import describe
 
@@ -107,7 +107,7 @@ def read_queries(source: str) -> list[Query]:
     Raises:
         InputError: the file cannot be read, or a JSON line has none of those fields (naming the line).
     """
-    from sirerag.errors import InputError
+    from sirerag.core.errors import InputError
 
     where = "stdin" if source == "-" else source
     try:
@@ -135,8 +135,8 @@ def read_queries(source: str) -> list[Query]:
 
 def clean_queries(queries: list[Query]) -> list[Query]:
     """Queries without lone surrogates (bytes that were not UTF-8 on the command line or stdin), with a count."""
-    from sirerag.errors import InputError
-    from sirerag.io.files import strip_surrogates
+    from sirerag.core.errors import InputError
+    from sirerag.core.io.files import strip_surrogates
 
     cleaned = [(query, strip_surrogates(query.text)) for query in queries]
     removed = sum(n for _, (_, n) in cleaned)

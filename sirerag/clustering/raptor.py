@@ -15,8 +15,8 @@ import numpy as np
 
 from sirerag.clustering.gmm import ClusterStats, soft_cluster
 from sirerag.clustering.reduce import umap_reduce
-from sirerag.config import ClusteringConfig
-from sirerag.errors import check
+from sirerag.core.config import ClusteringConfig
+from sirerag.core.errors import check
 
 logger = logging.getLogger(__name__)
 

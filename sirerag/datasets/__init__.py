@@ -14,9 +14,9 @@ from typing import Sequence
 
 from sirerag.datasets import beir, bench, hipporag, hotpotqa, musique, twowiki
 from sirerag.datasets.base import Conversion, write_conversion
-from sirerag.errors import ConfigError
-from sirerag.io import atomic_dir, index_lock, write_json
-from sirerag.io.guard import DATASET_MARKER, check_dataset_out, dataset_marker
+from sirerag.core.errors import ConfigError
+from sirerag.core.io import atomic_dir, index_lock, write_json
+from sirerag.core.io.guard import DATASET_MARKER, check_dataset_out, dataset_marker
 
 #: format name -> module with ``convert(inputs, *, split)``, ``NAME`` and ``INPUTS``.
 FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (beir, musique, twowiki, hotpotqa, hipporag, bench)}
@@ -51,11 +51,11 @@ def write(conversion: Conversion, out: str | Path, *, to: str = "sirerag", input
           ) -> list[Path]:
     """Write ``conversion`` into the folder ``out``: ``corpus.jsonl`` + ``questions.jsonl``
     (``to="sirerag"``) or a BEIR folder (``to="beir"``), plus the marker
-    :data:`~sirerag.io.guard.DATASET_MARKER` listing them. The folder is written beside ``out``
+    :data:`~sirerag.core.io.guard.DATASET_MARKER` listing them. The folder is written beside ``out``
     and swapped in whole. Returns the files written.
 
     Raises:
-        ConfigError: ``out`` may not be replaced (:func:`sirerag.io.guard.check_dataset_out`: a folder
+        ConfigError: ``out`` may not be replaced (:func:`sirerag.core.io.guard.check_dataset_out`: a folder
             holding files sirerag did not write, an input or a folder around one, inside an index).
     """
     if to not in TARGETS:

@@ -2,7 +2,7 @@
 report, reading the release files with errors that name file and line, and the writer.
 
 A converter reads a dataset's own files and hands paragraphs and questions to a
-:class:`Collector`. Passages get the bench id (:func:`sirerag.types.document_id`,
+:class:`Collector`. Passages get the bench id (:func:`sirerag.core.types.document_id`,
 title and text with white space collapsed) and are kept once, in order of first
 appearance; questions point at their gold passages by that id. Anything left out
 is counted under a reason (:attr:`Conversion.dropped`), so the report says what was
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sirerag.errors import InputError
-from sirerag.io.files import json_type, read_json, read_jsonl_numbered, write_jsonl
-from sirerag.types import collapse_ws, document_id
+from sirerag.core.errors import InputError
+from sirerag.core.io.files import json_type, read_json, read_jsonl_numbered, write_jsonl
+from sirerag.core.types import collapse_ws, document_id
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Sequence
 
 from sirerag.datasets.base import Collector, Conversion, field_of, question_row, records
-from sirerag.errors import InputError
-from sirerag.io.files import atomic_path, write_jsonl
+from sirerag.core.errors import InputError
+from sirerag.core.io.files import atomic_path, write_jsonl
 
 NAME = "beir"
 INPUTS = "a BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)"

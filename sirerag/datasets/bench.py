@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from sirerag.datasets.base import Collector, field_of, records
-from sirerag.errors import InputError
+from sirerag.core.errors import InputError
 
 NAME = "sirerag"
 INPUTS = "CORPUS.jsonl QUESTIONS.jsonl in sirerag's format (as in shared/bench)"

@@ -29,8 +29,8 @@ from sirerag.datasets.base import (
     split_of,
     supporting_titles,
 )
-from sirerag.errors import InputError
-from sirerag.types import document_id
+from sirerag.core.errors import InputError
+from sirerag.core.types import document_id
 
 NAME = "hipporag"
 INPUTS = "HippoRAG's NAME_corpus.json and NAME.json"

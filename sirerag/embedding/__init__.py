@@ -63,7 +63,7 @@ def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool 
     """The embedder a search encodes with, for an index built with the embedder ``spec``.
 
     For ``minilm`` this is the ONNX export of the same weights on ONNX Runtime
-    (:mod:`~sirerag.embedding.onnx_query`: no torch, transformers or sentence-transformers
+    (:mod:`~sirerag.embedding.query_encoder`: no torch, transformers or sentence-transformers
     import) when the export for the installed weights exists; otherwise, and for every
     other spec, :func:`load_embedder` (``minilm`` then logs how to get the fast path).
 
@@ -71,7 +71,7 @@ def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool 
         the errors of :func:`load_embedder`.
     """
     if parse_embedder_spec(spec)[0] == "minilm":
-        from sirerag.embedding.onnx_query import load_minilm_query_embedder
+        from sirerag.embedding.query_encoder import load_minilm_query_embedder
 
         fast = load_minilm_query_embedder(batch_size=batch_size)
         if fast is not None:

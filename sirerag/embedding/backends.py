@@ -6,7 +6,7 @@ weights on ONNX Runtime), ``st:PATH_OR_NAME`` (any sentence-transformers model),
 from __future__ import annotations
 
 from sirerag.embedding.base import Embedder
-from sirerag.errors import check
+from sirerag.core.errors import check
 
 SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
 
@@ -41,7 +41,7 @@ def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = Fals
 
         return load_minilm(batch_size=batch_size, show_progress=show_progress)
     if backend == "minilm-onnx":
-        from sirerag.embedding.onnx import load_minilm_onnx
+        from sirerag.embedding.st_onnx import load_minilm_onnx
 
         return load_minilm_onnx("minilm-onnx", batch_size=batch_size, show_progress=show_progress)
     if backend == "st":
@@ -49,7 +49,7 @@ def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = Fals
 
         return load_sentence_transformer(rest, batch_size=batch_size, show_progress=show_progress)
     from sirerag.embedding.openai import DEFAULT_MODEL, OpenAIEmbedder
-    from sirerag.llm.net import split_openai_spec
+    from sirerag.http import split_openai_spec
 
     model, url = split_openai_spec(rest, default_model=DEFAULT_MODEL)
     return OpenAIEmbedder(model, base_url=url, batch_size=batch_size, show_progress=show_progress)

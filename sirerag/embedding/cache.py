@@ -19,10 +19,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sirerag.io.sqlite import cache_errors
+from sirerag.core.io.sqlite import cache_errors
 from sirerag.embedding.base import Embedder, l2_normalize
 from sirerag.engine import Engine, LocalEngine, Worker, WorkerFactory, runs_here
-from sirerag.errors import SireragError
+from sirerag.core.errors import SireragError
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from sirerag.embedding.base import l2_normalize
-from sirerag.errors import MissingExtraError, SireragError, require
+from sirerag.core.errors import MissingExtraError, SireragError, require
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def check_model_name(name_or_path: str) -> None:
     """
     import os
 
-    from sirerag.errors import ConfigError
+    from sirerag.core.errors import ConfigError
 
     if Path(name_or_path).expanduser().exists():
         return

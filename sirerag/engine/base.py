@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
 
-from sirerag.config import EngineConfig
+from sirerag.core.config import EngineConfig
 
 #: a batch function: one batch of JSON-ready items in, one JSON-ready result per item out
 Worker = Callable[[list[Any]], list[Any]]
@@ -25,7 +25,7 @@ class Engine(Protocol):
     def map_batches(self, factory: WorkerFactory, batches: Sequence[list[Any]], *,
                     label: str) -> Iterator[tuple[int, list[Any]]]:
         """Yield ``(index into batches, results)`` for every batch, in any order, as each
-        finishes. Raises :class:`~sirerag.errors.SireragError` naming ``label`` when a batch
+        finishes. Raises :class:`~sirerag.core.errors.SireragError` naming ``label`` when a batch
         fails for good; batches yielded before stay valid."""
         ...
 

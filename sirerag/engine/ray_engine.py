@@ -20,8 +20,8 @@ import warnings
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit
 
-from sirerag.config import EngineConfig
-from sirerag.errors import ConfigError, SireragError, require
+from sirerag.core.config import EngineConfig
+from sirerag.core.errors import ConfigError, SireragError, require
 
 logger = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.evaluation.text import normalize_answer, overlap_f1
 from sirerag.llm.base import LLM, Completion, LLMCallError, LLMRequest
 from sirerag.llm.prompts import QA_READER
-from sirerag.types import Pool
+from sirerag.core.types import Pool
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def evaluate_reader(
     """Answer each question from retrieved entries and score the answers.
 
     Args:
-        index: a loaded index (``.pool``) or a :class:`~sirerag.types.Pool`.
+        index: a loaded index (``.pool``) or a :class:`~sirerag.core.types.Pool`.
         retriever: any :class:`~sirerag.retrievers.base.Retriever` over that pool.
         questions: objects or mappings with ``question``, ``answers`` (gold and aliases)
             and optionally ``id``.

@@ -21,13 +21,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from sirerag.errors import InputError
+from sirerag.core.errors import InputError
 from sirerag.evaluation.metrics import ndcg, passage_recall, reciprocal_rank
 from sirerag.evaluation.text import contains_answer, is_yes_no
-from sirerag.io.files import json_type, read_jsonl_numbered
+from sirerag.core.io.files import json_type, read_jsonl_numbered
 from sirerag.retrievers.base import Hit, Retriever
-from sirerag.tokens import get_encoding
-from sirerag.types import Pool
+from sirerag.text.tokens import get_encoding
+from sirerag.core.types import Pool
 
 logger = logging.getLogger(__name__)
 

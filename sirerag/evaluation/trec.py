@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from sirerag.errors import InputError
-from sirerag.io import atomic_path
+from sirerag.core.errors import InputError
+from sirerag.core.io import atomic_path
 
 _SPACE = re.compile(r"\s")
 

@@ -24,7 +24,7 @@ from typing import Sequence
 from sirerag.llm.progress import run_requests
 from sirerag.llm.base import LLM, Completion, LLMCallError, LLMRequest
 from sirerag.llm.prompts import COREF_REWRITE
-from sirerag.types import Chunk, Document, collapse_ws
+from sirerag.core.types import Chunk, Document, collapse_ws
 
 logger = logging.getLogger(__name__)
 

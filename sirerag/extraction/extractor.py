@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.config import ExtractionConfig
-from sirerag.errors import ConfigError
-from sirerag.io import write_jsonl
+from sirerag.core.config import ExtractionConfig
+from sirerag.core.errors import ConfigError
+from sirerag.core.io import write_jsonl
 from sirerag.llm.base import LLM
-from sirerag.types import Chunk, Document, Proposition
+from sirerag.core.types import Chunk, Document, Proposition
 
 logger = logging.getLogger(__name__)
 

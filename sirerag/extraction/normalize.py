@@ -19,7 +19,7 @@ import re
 import unicodedata
 from typing import Iterable
 
-from sirerag.types import NAME_ABBREVIATIONS, collapse_ws
+from sirerag.core.types import NAME_ABBREVIATIONS, collapse_ws
 
 _QUOTES = str.maketrans({"\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2018": "'", "\u2019": "'",
                          "\u00ab": '"', "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u00a0": " "})

@@ -3,7 +3,7 @@
 A real, model-free algorithm for builds without an LLM, named ``offline:rules``
 (or ``offline:spacy:MODEL``) in the index manifest:
 
-1. each chunk is split into sentences (:func:`sirerag.chunking.sentence_spans`); a
+1. each chunk is split into sentences (:func:`sirerag.text.chunking.sentence_spans`); a
    first line that repeats the document title is not a proposition;
 2. *pronoun substitution*, deliberately conservative: a sentence that starts with
    ``He``/``She`` (``His``/``Her``) gets the document's subject instead (``X``, ``X's``)
@@ -22,10 +22,10 @@ import logging
 import re
 from typing import Callable, Iterable, Sequence
 
-from sirerag.chunking import sentence_spans
+from sirerag.text.chunking import sentence_spans
 from sirerag.extraction.normalize import normalize_entities
 from sirerag.extraction.tagger import EntityTagger
-from sirerag.types import Chunk, Document, Proposition, collapse_ws
+from sirerag.core.types import Chunk, Document, Proposition, collapse_ws
 
 logger = logging.getLogger(__name__)
 

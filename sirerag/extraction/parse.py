@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 from sirerag.extraction.lenient_json import JSONSyntaxError, loads_lenient
 from sirerag.extraction.normalize import normalize_entities
-from sirerag.types import collapse_ws
+from sirerag.core.types import collapse_ws
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _FACT_KEYS = ("fact", "proposition", "statement", "text", "claim")

@@ -11,7 +11,7 @@ import functools
 import re
 from typing import Any, Callable, Sequence
 
-from sirerag.errors import ConfigError, require
+from sirerag.core.errors import ConfigError, require
 from sirerag.extraction.normalize import normalize_entities
 
 #: labels that are plain numbers, not names

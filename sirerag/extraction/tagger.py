@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from sirerag.extraction.normalize import is_entity, normalize_entities
-from sirerag.types import NAME_ABBREVIATIONS
+from sirerag.core.types import NAME_ABBREVIATIONS
 
 _MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December|"
            "Jan\\.|Feb\\.|Mar\\.|Apr\\.|Jun\\.|Jul\\.|Aug\\.|Sep\\.|Sept\\.|Oct\\.|Nov\\.|Dec\\.")

@@ -28,10 +28,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 from sirerag.extraction.normalize import entity_key, is_entity, normalize_entity
 from sirerag.graph.synonyms import MIN_SYNONYM_CHARS, alnum_count, synonym_edges
-from sirerag.types import Proposition
+from sirerag.core.types import Proposition
 
 logger = logging.getLogger(__name__)
 

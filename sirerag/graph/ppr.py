@@ -18,7 +18,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.io import read_json, write_json
-from sirerag.types import Pool
+from sirerag.core.io import read_json, write_json
+from sirerag.core.types import Pool
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
                     surface_forms: Sequence[tuple[str, int]] | None, min_chars: int,
                     tagger_counts: dict[str, dict[str, int]] | None) -> dict[str, Any]:
     """Write the aids that are given into ``directory``; returns their record for ``graph.json``."""
-    from sirerag.lexical import build_lexical_index, save_lexical_index
+    from sirerag.pool.bm25 import build_lexical_index, save_lexical_index
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,7 @@ def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: n
     info = record.get("seeds_bm25")
     if not info or info.get("documents") != int(rows.size) or info.get("rows") != rows_key(pool, rows):
         return None
-    from sirerag.lexical import load_lexical_index
+    from sirerag.pool.bm25 import load_lexical_index
 
     return load_lexical_index(directory / info["path"])
 

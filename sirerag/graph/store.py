@@ -24,13 +24,13 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sirerag.errors import IndexFormatError, InputError
+from sirerag.core.errors import IndexFormatError, InputError
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
 from sirerag.graph.query_aids import save_query_aids
 from sirerag.graph.surface import MIN_FORM_CHARS, surface_forms
-from sirerag.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
-from sirerag.types import Document, Pool, Proposition
+from sirerag.core.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
+from sirerag.core.types import Document, Pool, Proposition
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
         documents: the corpus; each document is a passage node.
         propositions: the build's propositions (offline or LLM extractor alike).
         embedder: the index embedder (entity and fact embeddings, synonym edges).
-        config: a :class:`sirerag.config.GraphConfig`.
+        config: a :class:`sirerag.core.config.GraphConfig`.
         pool, chunk_texts, ner: the index's pool, its chunk texts and ``extraction.ner``: with them the
             query aids are stored too (:mod:`sirerag.graph.query_aids`: the passage-seed BM25 index, the
             surface forms, the rule tagger's counts), so a search starts without rebuilding them.

@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from sirerag.errors import require
+from sirerag.core.errors import require
 from sirerag.extraction.normalize import entity_key
 
 #: surface forms shorter than this many alphanumeric characters are not indexed

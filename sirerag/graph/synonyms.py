@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 
 #: entities with fewer alphanumeric characters than this get no synonym edges
 MIN_SYNONYM_CHARS = 3

@@ -2,7 +2,7 @@
 ``llamaindex``) and LangChain (:mod:`sirerag.integrations.langchain`, extra ``langchain``).
 
 They sit beside the core: nothing in sirerag imports them, and importing one without its framework
-raises :class:`~sirerag.errors.MissingExtraError` (an ``ImportError``) naming the extra to install.
+raises :class:`~sirerag.core.errors.MissingExtraError` (an ``ImportError``) naming the extra to install.
 Both search through :meth:`sirerag.Index.search` and carry every result's provenance in the
 framework's metadata (:func:`metadata`).
 """

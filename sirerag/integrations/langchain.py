@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sirerag.errors import require
+from sirerag.core.errors import require
 from sirerag.integrations import metadata, open_index
 
 require("langchain_core", "langchain", purpose="the LangChain retriever")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sirerag.errors import require
+from sirerag.core.errors import require
 from sirerag.integrations import metadata, open_index
 
 require("llama_index.core", "llamaindex", purpose="the llama-index retriever")

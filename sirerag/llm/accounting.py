@@ -1,6 +1,6 @@
 """Token accounting for LLM calls.
 
-Token counts use tiktoken (``sirerag.tokens``) so that every backend, every dry
+Token counts use tiktoken (``sirerag.text.tokens``) so that every backend, every dry
 run and every cache entry is measured the same way. A backend that reports its
 own usage (an OpenAI-compatible server, the local model's tokenizer) reports
 that instead; :func:`request_tokens` is the fallback and the dry-run estimate.
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from sirerag.llm.base import Completion, LLMRequest
-from sirerag.tokens import count_tokens
+from sirerag.text.tokens import count_tokens
 
 #: OpenAI's chat framing: about 3 tokens around every message and 3 to prime the reply.
 TOKENS_PER_MESSAGE = 3

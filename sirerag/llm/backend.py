@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError
 from sirerag.llm.base import LLM
-from sirerag.llm.net import check_server_url, split_openai_spec
+from sirerag.http import check_server_url, split_openai_spec
 
 BACKENDS = ("openai", "hf")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Literal, Protocol, Sequence, get_args, overload, runtime_checkable
 
-from sirerag.errors import SireragError
+from sirerag.core.errors import SireragError
 
 Role = Literal["system", "user", "assistant"]
 ROLES: tuple[str, ...] = get_args(Role)

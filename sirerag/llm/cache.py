@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sirerag.io.sqlite import cache_errors
+from sirerag.core.io.sqlite import cache_errors
 from sirerag.llm.accounting import UsageLedger
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, TransientLLMError
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sirerag.config import LLMConfig
+from sirerag.core.config import LLMConfig
 from sirerag.engine import runs_here
 from sirerag.llm.backend import BACKENDS, ParsedSpec, describe_spec, make_backend, parse_spec
 from sirerag.llm.base import LLM

@@ -24,8 +24,8 @@ import weakref
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError, require
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError, require
 from sirerag.llm.accounting import UsageLedger
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM
 

@@ -2,7 +2,7 @@
 
 Requests run on a thread pool with at most ``max_concurrency`` in flight. A
 transient failure (HTTP 408, 429, any 5xx, a timeout, a connection error) is retried
-by :func:`sirerag.llm.net.call_with_retries` (the same policy as the OpenAI
+by :func:`sirerag.http.call_with_retries` (the same policy as the OpenAI
 embedder), and so is a 2xx reply that is not what the API answers (not JSON, no
 ``choices``, content that is not a string, more bytes than ``max_tokens`` allows:
 :mod:`sirerag.llm.reply`); anything else (other 4xx) fails that item at once.
@@ -20,11 +20,11 @@ import os
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Iterator, Sequence
 
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError, require
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError, require
 from sirerag.llm.accounting import UsageLedger
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
-from sirerag.llm.net import RequestFailed, RetryPolicy, call_with_retries, check_server_url, public_url
+from sirerag.http import RequestFailed, RetryPolicy, call_with_retries, check_server_url, public_url
 from sirerag.llm.reply import parse_completion, read_capped, reply_cap
 
 logger = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Iterable
 
-from sirerag.errors import ConfigError
-from sirerag.llm.net import public_url
+from sirerag.core.errors import ConfigError
+from sirerag.http import public_url
 
 logger = logging.getLogger(__name__)
 

@@ -14,11 +14,11 @@ import urllib.error
 import urllib.request
 from typing import Any, Iterator, Sequence
 
-from sirerag.config import LLMConfig
-from sirerag.errors import ConfigError
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError
 from sirerag.llm.backend import make_backend
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
-from sirerag.llm.net import public_url
+from sirerag.http import public_url
 
 logger = logging.getLogger(__name__)
 

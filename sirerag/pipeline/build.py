@@ -7,7 +7,7 @@ relatedness tree) -> pool -> BM25 -> (entity graph) -> index directory: the stag
 Every model call goes through the on-disk caches under ``cache_dir`` (by default
 ``<out>/cache``), so a killed build resumes and pays only for what is missing.
 The index files are written into a staging folder beside ``out`` that replaces it in
-one swap, under ``out``'s write lock (:func:`sirerag.io.staging.staged_index`); the
+one swap, under ``out``'s write lock (:func:`sirerag.core.io.staging.staged_index`); the
 default cache stays in ``out`` during the build and moves into the new index at the swap.
 """
 from __future__ import annotations
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.config import BuildConfig
-from sirerag.io.guard import check_index_out
-from sirerag.io.staging import staged_index
+from sirerag.core.config import BuildConfig
+from sirerag.core.io.guard import check_index_out
+from sirerag.core.io.staging import staged_index
 from sirerag.pipeline.endpoints import check_endpoints
 from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, StageHook
 from sirerag.pipeline.stages import BuildRunner
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def check_loadable(config: BuildConfig) -> None:
     Raises:
         ConfigError, MissingExtraError: as the build would.
     """
-    from sirerag.errors import require
+    from sirerag.core.errors import require
     from sirerag.llm.factory import describe_spec, load_llm, parse_spec
 
     specs = [config.llm.spec]

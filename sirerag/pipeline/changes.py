@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from sirerag.config.typecheck import check_types
-from sirerag.errors import InputError, check
-from sirerag.io import read_jsonl
-from sirerag.types import Document
+from sirerag.core.config.typecheck import check_types
+from sirerag.core.errors import InputError, check
+from sirerag.core.io import read_jsonl
+from sirerag.core.types import Document
 
 #: Share of leaves added or removed since the last full build past which a warning suggests rebuilding.
 DEFAULT_DRIFT_WARN = 0.3

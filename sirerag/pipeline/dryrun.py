@@ -33,12 +33,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 from sirerag.pipeline.dryrun_estimates import (CacheLookup, PlanningSummarizer, StageEstimate, extraction_estimates,
                                                summary_estimates)
 from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +128,8 @@ class CountingRunner:
         return self.models.embedder()
 
     def load(self, stage: Stage) -> None:
-        from sirerag.chunking import chunk_documents
-        from sirerag.io.corpus import load_corpus
+        from sirerag.text.chunking import chunk_documents
+        from sirerag.core.io.corpus import load_corpus
 
         corpus, config = self.corpus, self.config
         self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 from sirerag.llm.accounting import request_tokens
 from sirerag.llm.base import LLMRequest
-from sirerag.tokens import count_tokens
+from sirerag.text.tokens import count_tokens
 from sirerag.trees.llm_summarizer import summary_request
-from sirerag.types import Document
+from sirerag.core.types import Document
 
 #: A rewrite resolves references with names, so it runs a little longer than its input.
 REWRITE_OUTPUT_RATIO = 1.1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 
 #: seconds the embedding endpoint may take to answer the check (the OpenAI embedder's request timeout)
 EMBED_TIMEOUT = 60.0
@@ -16,7 +16,7 @@ def endpoints_of(config: BuildConfig) -> list[Any]:
     """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``):
     the spec's URLs, else the URL from the environment, else OpenAI's API."""
     from sirerag.llm.factory import parse_spec
-    from sirerag.llm.net import split_openai_spec
+    from sirerag.http import split_openai_spec
     from sirerag.llm.probe import OPENAI_API, Endpoint
 
     out = []

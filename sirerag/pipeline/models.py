@@ -11,14 +11,14 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from sirerag.io.guard import check_cache_dir, resolve
-from sirerag.config import BuildConfig
-from sirerag.errors import ConfigError
+from sirerag.core.io.guard import check_cache_dir, resolve
+from sirerag.core.config import BuildConfig
+from sirerag.core.errors import ConfigError
 
 
 def cache_folder(out: Path, cache_dir: str | Path | None) -> Path:
     """The folder of the embedding and LLM call caches: ``cache_dir`` (refused inside an index, before any
-    work: :func:`~sirerag.io.guard.check_cache_dir`), by default ``<out>/cache``."""
+    work: :func:`~sirerag.core.io.guard.check_cache_dir`), by default ``<out>/cache``."""
     return check_cache_dir(cache_dir, index=out) if cache_dir is not None else resolve(out) / "cache"
 
 

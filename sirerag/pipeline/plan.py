@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from sirerag.config import BuildConfig
+from sirerag.core.config import BuildConfig
 from sirerag.extraction.extractor import FAILURES, REWRITES
-from sirerag.pool import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS
+from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS
 
 logger = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.config import BuildConfig
-from sirerag.errors import SireragError
-from sirerag.io import write_manifest
-from sirerag.lexical import save_bm25
+from sirerag.core.config import BuildConfig
+from sirerag.core.errors import SireragError
+from sirerag.core.io import write_manifest
+from sirerag.pool.bm25 import save_bm25
 from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import Stage
-from sirerag.pool import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS, save_pool, save_records
+from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS, save_pool, save_records
 from sirerag.trees.base import TreeResult
-from sirerag.types import Chunk, Document, Pool, Proposition
+from sirerag.core.types import Chunk, Document, Pool, Proposition
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +84,8 @@ class BuildRunner(IndexWriter):
         self.extractor: str | None = None
 
     def load(self, stage: Stage) -> None:
-        from sirerag.chunking import chunk_documents
-        from sirerag.io.corpus import load_corpus
+        from sirerag.text.chunking import chunk_documents
+        from sirerag.core.io.corpus import load_corpus
 
         corpus = self.corpus
         self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
@@ -136,7 +136,7 @@ class BuildRunner(IndexWriter):
         self.counts["relatedness_tree"] = tree.stats.to_dict()
 
     def pool(self, stage: Stage) -> None:
-        from sirerag.pool import flatten
+        from sirerag.pool.store import flatten
         from sirerag.trees.similarity import leaves_from_chunks
 
         trees = [self.trees.get("similarity") or leaves_from_chunks(self.chunks, self.leaf_embeddings)]
@@ -161,7 +161,7 @@ class BuildRunner(IndexWriter):
 def query_export() -> dict[str, Any] | None:
     """Export MiniLM to ONNX for fast dense searches, once per machine; best effort: a build never
     fails for it. None when the packages for it are missing."""
-    from sirerag.embedding.onnx_export import ensure_minilm_query_export, export_available
+    from sirerag.embedding.query_export import ensure_minilm_query_export, export_available
 
     if not export_available():
         logger.info("no ONNX export of MiniLM for fast dense searches: onnx, onnxruntime or tokenizers is not "

@@ -1,6 +1,6 @@
 """``sirerag add`` / ``sirerag remove``: change an index's documents without rebuilding it.
 
-The update runs like a build, as one transaction (:func:`sirerag.io.staging.staged_index`):
+The update runs like a build, as one transaction (:func:`sirerag.core.io.staging.staged_index`):
 under the index's write lock it reads the old index, writes the updated one into a staging
 folder and swaps it in, so a killed update leaves the old index as it was and a rerun
 completes (the embedding and LLM call caches keep what was paid for).
@@ -31,11 +31,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from sirerag.config import BuildConfig
-from sirerag.errors import ConfigError, SireragError
+from sirerag.core.config import BuildConfig
+from sirerag.core.errors import ConfigError, SireragError
 from sirerag.extraction.extractor import FAILURES, REWRITES
-from sirerag.io import write_jsonl
-from sirerag.io.staging import staged_index
+from sirerag.core.io import write_jsonl
+from sirerag.core.io.staging import staged_index
 from sirerag.pipeline.endpoints import check_endpoints
 from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD, Plan, UpdateConfig,
                                       merged_records, plan_changes, record_change)
@@ -43,9 +43,9 @@ from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.stages import IndexWriter
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
-from sirerag.pool import CHUNKS, DOCUMENTS, PROPOSITIONS, Index, flatten, load_index, save_records
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, Index, flatten, load_index, save_records
 from sirerag.trees.base import TreeResult
-from sirerag.types import Chunk, Document
+from sirerag.core.types import Chunk, Document
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     Args:
         index: the index directory (written by ``sirerag build``).
         add: a corpus path or documents to add (same id and text: skipped; same id, other text: updated).
-            A folder's documents are keyed by their relative paths (:mod:`sirerag.io.corpus`): the
+            A folder's documents are keyed by their relative paths (:mod:`sirerag.core.io.corpus`): the
             documents of a file it still has that it no longer gives (a removed Markdown section) are
             removed too.
         remove: document ids to remove.
@@ -161,8 +161,8 @@ class IncrementalRunner(IndexWriter):
         self.update_counts: dict[str, Any] = {}
 
     def load(self, stage: Stage) -> None:
-        from sirerag.chunking import chunk_documents
-        from sirerag.io.corpus import folder_files, load_corpus, stale_folder_ids
+        from sirerag.text.chunking import chunk_documents
+        from sirerag.core.io.corpus import folder_files, load_corpus, stale_folder_ids
 
         add, config = self.add, self.config
         new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.config import BuildConfig
-from sirerag.types import Chunk, Node
+from sirerag.core.config import BuildConfig
+from sirerag.core.types import Chunk, Node
 
 
 class TreeUpdate:
@@ -94,7 +94,7 @@ class KnownEmbedder:
 
     @classmethod
     def from_graph(cls, inner: Any, folder: Path | None) -> Any:
-        from sirerag.errors import IndexFormatError
+        from sirerag.core.errors import IndexFormatError
         from sirerag.graph.store import load_graph
 
         if folder is None:

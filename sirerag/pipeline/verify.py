@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from sirerag.errors import IndexFormatError
-from sirerag.io import damaged
-from sirerag.pool import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, load_index
+from sirerag.core.errors import IndexFormatError
+from sirerag.core.io import damaged
+from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, load_index
 
 logger = logging.getLogger(__name__)
 

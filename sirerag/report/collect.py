@@ -11,8 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from sirerag.pool import Index
-from sirerag.types import Node
+from sirerag.pool.store import Index
+from sirerag.core.types import Node
 
 logger = logging.getLogger(__name__)
 

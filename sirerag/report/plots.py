@@ -10,9 +10,9 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.errors import InputError, require
-from sirerag.io import atomic_path, read_json
-from sirerag.io.guard import GENERATOR
+from sirerag.core.errors import InputError, require
+from sirerag.core.io import atomic_path, read_json
+from sirerag.core.io.guard import GENERATOR
 
 #: figure size in pixels (width, height) at :data:`DPI`
 SIZE = (1100, 420)

@@ -22,10 +22,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.errors import InputError
-from sirerag.io import atomic_path
-from sirerag.io.guard import GENERATOR, check_file_out
-from sirerag.pool import load_index
+from sirerag.core.errors import InputError
+from sirerag.core.io import atomic_path
+from sirerag.core.io.guard import GENERATOR, check_file_out
+from sirerag.pool.store import load_index
 from sirerag.report.collect import collect, entries_json
 from sirerag.report.overview import overview
 from sirerag.report.stats import index_stats

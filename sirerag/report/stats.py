@@ -5,13 +5,13 @@ from pathlib import Path
 from typing import Any
 
 from sirerag.extraction.extractor import FAILURES
-from sirerag.io import read_jsonl
-from sirerag.pool import Index, load_index
+from sirerag.core.io import read_jsonl
+from sirerag.pool.store import Index, load_index
 from sirerag.trees.aggregates import RULE_ALL, RULE_SKIP, table3_stats
 
 
 def index_stats(directory: str | Path | Index) -> dict[str, Any]:
-    """Statistics of an index (a directory or a loaded :class:`~sirerag.pool.Index`),
+    """Statistics of an index (a directory or a loaded :class:`~sirerag.pool.store.Index`),
     computed from its files (not from the build log).
 
     Raises:

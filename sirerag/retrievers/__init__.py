@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Hit, Retriever
 from sirerag.retrievers.registry import OPTIONS, RETRIEVERS, load_base
 
@@ -20,17 +20,12 @@ __all__ = ["Hit", "Retriever", "RETRIEVERS", "OPTIONS", "default_retriever", "lo
 FUSION_OPTIONS = frozenset({"fusion", "fusion_weights", "rrf_k", "fusion_depth"})
 #: options of the pool rule (any retriever)
 POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "anchor", "drop_covered", "pool_depth"})
-#: ``leaf_share`` of the pool rule by retriever when none is given (else :class:`PoolRule`'s 0.9).
-#: Measured on the three bench corpora (docs/ppr.md): PPR scores a summary or aggregate by the graph
-#: mass of the passages it covers, and at 0.8 its full pool beats its leaves on all three (answer
-#: recall@1024 +0.050 / +0.050 / +0.004), where 0.9 gained only +0.010 on MuSiQue; a dense score
-#: favours long aggregate texts, and at 0.75 dense lost 0.016 on HotpotQA, so the others keep 0.9.
+#: ``leaf_share`` of the pool rule by retriever when none is given (else :class:`PoolRule`'s 0.9);
+#: chosen on the three bench corpora, figures in docs/ppr.md ("Ranking").
 DEFAULT_LEAF_SHARE = {"ppr": 0.8}
 #: The retriever used when none is asked for, best first; one whose needs the index does not meet is
 #: skipped. A retriever enters this list only once it has measured best on all three bench corpora
-#: (musique, 2wikimultihopqa, hotpotqa dev; docs/ppr.md): PPR with ``ner`` linking has the best passage
-#: recall@5 of the retrievers measured on each of them, so it leads when the index has a graph; dense
-#: retrieval is next (BM25 and dense+bm25 are better on some corpora and worse on others).
+#: (figures in docs/ppr.md).
 DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("ppr", {"linking": "ner"}),
     ("dense", {}),

@@ -2,7 +2,7 @@
 
 Every request waits at most ``timeout`` seconds. A worker that exits, crashes or
 does not answer in time is killed (with its process group) and turned into a
-:class:`~sirerag.errors.SireragError` carrying the tail of its stderr, so the
+:class:`~sirerag.core.errors.SireragError` carrying the tail of its stderr, so the
 caller never hangs.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-from sirerag.errors import SireragError
+from sirerag.core.errors import SireragError
 
 logger = logging.getLogger(__name__)
 worker_logger = logging.getLogger("sirerag.retrievers.colbert.worker")

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from sirerag.errors import check
-from sirerag.io import read_json
+from sirerag.core.errors import check
+from sirerag.core.io import read_json
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers.base import Hit, check_query
 

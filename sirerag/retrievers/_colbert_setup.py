@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sirerag.errors import ConfigError, MissingExtraError, SireragError, check
+from sirerag.core.errors import ConfigError, MissingExtraError, SireragError, check
 from sirerag.retrievers._colbert_client import worker_env
 from sirerag.retrievers._colbert_worker import EXTENSIONS
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from sirerag.errors import InputError
+from sirerag.core.errors import InputError
 
 
 @dataclass(frozen=True)

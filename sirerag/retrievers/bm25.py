@@ -2,7 +2,7 @@
 
 ``bm25s`` scores with sparse matrices and is about 60x faster per query than
 ``rank-bm25`` here; the tests check its scores against ``rank-bm25`` on the same
-tokenisation. ``sirerag build`` stores the index (:mod:`sirerag.lexical`), so a
+tokenisation. ``sirerag build`` stores the index (:mod:`sirerag.pool.bm25`), so a
 search loads it instead of re-tokenising the pool; an index built before that is
 indexed in memory at load time.
 """
@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.errors import IndexFormatError
-from sirerag.lexical import METHODS, LexicalIndex, build_lexical_index, load_lexical_index, tokenize
+from sirerag.core.errors import IndexFormatError
+from sirerag.pool.bm25 import METHODS, LexicalIndex, build_lexical_index, load_lexical_index, tokenize
 from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import top_k
 
@@ -56,7 +56,7 @@ class BM25Retriever(Closing):
 
 
 def _reading(index: Any) -> Any:
-    """``index.reading()`` of a loaded :class:`~sirerag.pool.Index` (objects without it read as they are)."""
+    """``index.reading()`` of a loaded :class:`~sirerag.pool.store.Index` (objects without it read as they are)."""
     reading = getattr(index, "reading", None)
     return reading() if reading is not None else contextlib.nullcontext()
 

@@ -16,7 +16,7 @@ search never builds, downloads or writes anything.
 colbert-ai runs in a worker process (:mod:`sirerag.retrievers._colbert_worker`)
 under a timeout: it compiles C++ extensions on first use, changes the
 multiprocessing start method when imported and can hang its parent when a step
-crashes; here a crash or a hang becomes a :class:`~sirerag.errors.SireragError`
+crashes; here a crash or a hang becomes a :class:`~sirerag.core.errors.SireragError`
 with the tail of the worker's stderr.
 
 Checkpoints are local folders or Hugging Face names; when building, a name is looked
@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from sirerag.errors import ConfigError, IndexFormatError, check
-from sirerag.io import atomic_dir, collection_text, index_lock, read_manifest, write_collection, write_json
-from sirerag.pool import Index, load_index, register_component
+from sirerag.core.errors import ConfigError, IndexFormatError, check
+from sirerag.core.io import atomic_dir, collection_text, index_lock, read_manifest, write_collection, write_json
+from sirerag.pool.store import Index, load_index, register_component
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers._colbert_search import COLLECTION, ENTRY_IDS, PLAID, SEARCH_TIMEOUT, ColBERTRetriever
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
@@ -91,7 +91,7 @@ def build_colbert_index(
     """Build (or rebuild) the ColBERT index of a pool for one checkpoint.
 
     Args:
-        index: an index directory or a loaded :class:`~sirerag.pool.Index`.
+        index: an index directory or a loaded :class:`~sirerag.pool.store.Index`.
         checkpoint: a local checkpoint folder or a Hugging Face name.
         nbits: bits per dimension of the compressed residuals (1, 2 or 4; ColBERTv2 uses 2).
         doc_maxlen: ColBERT document length in tokens; longer entries are truncated

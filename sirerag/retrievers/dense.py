@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.errors import ConfigError, IndexFormatError
+from sirerag.core.errors import ConfigError, IndexFormatError
 from sirerag.retrievers.base import Closing, Hit, check_query
 
 logger = logging.getLogger(__name__)

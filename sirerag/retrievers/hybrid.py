@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Sequence
 
-from sirerag.errors import ConfigError, check
+from sirerag.core.errors import ConfigError, check
 from sirerag.retrievers.base import Closing, Hit, Retriever
 
 logger = logging.getLogger(__name__)

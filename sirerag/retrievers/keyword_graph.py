@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.retrievers.dense import top_k
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 from sirerag.retrievers.base import Closing, Hit, Retriever
-from sirerag.types import Pool
+from sirerag.core.types import Pool
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sirerag.errors import ConfigError, IndexFormatError, check
+from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.graph.query_aids import seed_rows
 from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
-from sirerag.types import Pool
+from sirerag.core.types import Pool
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from sirerag.errors import ConfigError
+from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Retriever
 
 #: retriever name -> module that provides ``load(index, **options) -> Retriever``

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from sirerag.extraction.normalize import entity_key, normalize_entities
-from sirerag.tokens import count_tokens, count_tokens_many
-from sirerag.types import Node, Proposition, collapse_ws
+from sirerag.text.tokens import count_tokens, count_tokens_many
+from sirerag.core.types import Node, Proposition, collapse_ws
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from sirerag.types import Node
+from sirerag.core.types import Node
 
 
 @runtime_checkable

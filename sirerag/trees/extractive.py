@@ -20,10 +20,10 @@ from typing import Sequence
 
 import numpy as np
 
-from sirerag.chunking import sentence_spans
-from sirerag.errors import check
-from sirerag.tokens import count_tokens, get_encoding
-from sirerag.types import collapse_ws
+from sirerag.text.chunking import sentence_spans
+from sirerag.core.errors import check
+from sirerag.text.tokens import count_tokens, get_encoding
+from sirerag.core.types import collapse_ws
 
 logger = logging.getLogger(__name__)
 

@@ -47,13 +47,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.clustering import cluster
-from sirerag.config import ClusteringConfig
-from sirerag.errors import SireragError
-from sirerag.tokens import count_tokens_many
+from sirerag.core.config import ClusteringConfig
+from sirerag.core.errors import SireragError
+from sirerag.text.tokens import count_tokens_many
 from sirerag.trees.staleness import Staleness
 from sirerag.trees.base import TreeResult
 from sirerag.trees.recursive import build_summary_levels
-from sirerag.types import Node
+from sirerag.core.types import Node
 
 logger = logging.getLogger(__name__)
 

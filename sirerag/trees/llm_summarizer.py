@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from sirerag.errors import check
+from sirerag.core.errors import check
 from sirerag.llm.base import LLM, LLMCallError, LLMRequest
 from sirerag.llm.progress import run_requests
 from sirerag.llm.prompts import SUMMARY

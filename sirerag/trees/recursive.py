@@ -23,11 +23,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.clustering import ClusterStats, cluster
-from sirerag.config import ClusteringConfig
-from sirerag.errors import SireragError, check
-from sirerag.tokens import count_tokens_many
+from sirerag.core.config import ClusteringConfig
+from sirerag.core.errors import SireragError, check
+from sirerag.text.tokens import count_tokens_many
 from sirerag.trees.base import TreeResult, TreeStats
-from sirerag.types import Node
+from sirerag.core.types import Node
 
 logger = logging.getLogger(__name__)
 

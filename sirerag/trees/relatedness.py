@@ -2,7 +2,7 @@
 
 The tree is built on its own (no clustering across the two trees, paper 4.3) with
 the same clustering and summariser as the similarity tree. The paper's ablations
-are switches of :class:`~sirerag.config.RelatednessConfig`
+are switches of :class:`~sirerag.core.config.RelatednessConfig`
 (``summaries`` / ``aggregates`` / ``include_propositions``):
 
 - SiReRAG (default) ``True/True/False``: aggregates + their summaries;
@@ -24,11 +24,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.config import ClusteringConfig, RelatednessConfig, TreeConfig
+from sirerag.core.config import ClusteringConfig, RelatednessConfig, TreeConfig
 from sirerag.trees.aggregates import build_aggregates, ordered_linked
 from sirerag.trees.base import TreeResult, TreeStats
 from sirerag.trees.recursive import build_summary_levels
-from sirerag.types import Node, Proposition, collapse_ws
+from sirerag.core.types import Node, Proposition, collapse_ws
 
 logger = logging.getLogger(__name__)
 

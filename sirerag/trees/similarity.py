@@ -5,11 +5,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.config import ClusteringConfig, TreeConfig
-from sirerag.errors import InputError, check
+from sirerag.core.config import ClusteringConfig, TreeConfig
+from sirerag.core.errors import InputError, check
 from sirerag.trees.base import TreeResult, TreeStats
 from sirerag.trees.recursive import build_summary_levels
-from sirerag.types import Chunk, Node
+from sirerag.core.types import Chunk, Node
 
 
 def leaves_from_chunks(chunks: Sequence[Chunk], embeddings: np.ndarray) -> TreeResult:

@@ -14,9 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from sirerag.chunking import sentence_spans
-from sirerag.tokens import get_encoding
-from sirerag.types import Node
+from sirerag.text.chunking import sentence_spans
+from sirerag.text.tokens import get_encoding
+from sirerag.core.types import Node
 
 
 @dataclass

@@ -1,0 +1,80 @@
+"""Process setup for numba, which UMAP and pynndescent compile with: an on-disk cache.
+
+UMAP compiles its numba functions in every new process (about 20 CPU-seconds), and
+most of them are not declared ``cache=True``, so setting numba's cache folder
+alone saves little. The CLI therefore (1) points numba at a folder under the user's
+cache directory before numba is imported, and (2) before a build clusters anything,
+switches on numba's own file cache for the jitted functions of ``umap`` and
+``pynndescent`` that were left without one. Both are process setup: library code
+never does either.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from sirerag.core.io.files import user_cache_dir
+
+logger = logging.getLogger(__name__)
+
+CACHE_ENV = "NUMBA_CACHE_DIR"
+_CACHED_PACKAGES = ("umap", "pynndescent")
+
+
+def numba_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/sirerag/numba`` (``~/.cache/sirerag/numba`` by default)."""
+    return user_cache_dir("numba")
+
+
+def configure_numba_cache() -> str | None:
+    """Point numba's cache at :func:`numba_cache_dir` unless ``NUMBA_CACHE_DIR`` is already set.
+
+    Before numba is imported this sets the environment variable numba reads at import
+    (so worker processes inherit it too); afterwards it sets ``numba.config.CACHE_DIR``.
+    Returns the folder in use (``None`` when it cannot be created).
+    """
+    folder = os.environ.get(CACHE_ENV)
+    if not folder:
+        path = numba_cache_dir()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            logger.debug("no numba cache folder (%s); numba compiles in every process", exc)
+            return None
+        folder = str(path)
+        os.environ[CACHE_ENV] = folder
+    numba = sys.modules.get("numba")
+    if numba is not None and not numba.config.CACHE_DIR:
+        numba.config.CACHE_DIR = folder
+    return folder
+
+
+def cache_umap_functions() -> int:
+    """Import ``umap`` and ``pynndescent`` and give every module-level jitted function of theirs
+    that has no file cache numba's own one (``Dispatcher.enable_caching``), so what a
+    process compiles is reused by the next. Returns how many functions were switched.
+
+    Functions that cannot be cached (closures over other functions, dynamic globals) are
+    left as numba decides: it warns and compiles them in memory, as before.
+    """
+    import importlib
+    import warnings
+
+    from numba.core.caching import NullCache
+    from numba.core.dispatcher import Dispatcher
+
+    for package in _CACHED_PACKAGES:
+        importlib.import_module(package)
+    switched = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or name.split(".")[0] not in _CACHED_PACKAGES:
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, Dispatcher) and isinstance(value._cache, NullCache):
+                value.enable_caching()
+                switched += 1
+    warnings.filterwarnings("ignore", message=r"Cannot cache compiled function", module=r"numba\..*")
+    logger.debug("numba file cache switched on for %d functions of %s", switched, ", ".join(_CACHED_PACKAGES))
+    return switched

@@ -1,0 +1,270 @@
+"""Per-stage configuration sections; each validates itself when a build starts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sirerag.core.config.typecheck import check_types
+from sirerag.core.errors import check
+
+TREE_CHOICES = ("similarity", "relatedness")
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    """``tokens``: RAPTOR-style chunks of at most ``max_tokens`` tokens on sentence
+    boundaries; ``passage``: one chunk per input document (SiReRAG on the benchmarks).
+    A document whose text is longer than ``warn_passage_bytes`` (UTF-8) gets a warning
+    naming its file and line when the corpus is read."""
+
+    mode: str = "tokens"
+    max_tokens: int = 100
+    encoding: str = "cl100k_base"
+    warn_passage_bytes: int = 1_000_000
+
+    def validate(self) -> None:
+        check_types(self, "chunking")
+        check(self.mode in ("tokens", "passage"), "chunking.mode", self.mode, "one of 'tokens', 'passage'")
+        check(self.max_tokens >= 8, "chunking.max_tokens", self.max_tokens, "an integer >= 8")
+        check(self.warn_passage_bytes >= 1, "chunking.warn_passage_bytes", self.warn_passage_bytes,
+              "a positive number of bytes")
+
+
+@dataclass(frozen=True)
+class EmbedderConfig:
+    """``spec``: ``minilm`` (the offline default), ``st:PATH_OR_NAME`` or ``openai:MODEL``."""
+
+    spec: str = "minilm"
+    batch_size: int = 64
+
+    def validate(self) -> None:
+        check_types(self, "embedder")
+        check(bool(self.spec), "embedder.spec", self.spec, "a non-empty embedder spec")
+        check(self.batch_size > 0, "embedder.batch_size", self.batch_size, "a positive integer")
+
+
+@dataclass(frozen=True)
+class ClusteringConfig:
+    """RAPTOR's soft clustering: UMAP to ``reduction_dim`` dimensions, Gaussian mixtures
+    with the count chosen by BIC (at most ``max_clusters``), membership at probability
+    > ``threshold``; clusters whose text exceeds ``max_cluster_tokens`` are re-clustered.
+    ``bic_search``: ``fast`` (coarse grid of k, then refine) or ``exhaustive`` (every k, as RAPTOR)."""
+
+    reduction_dim: int = 10
+    threshold: float = 0.1
+    max_clusters: int = 50
+    max_cluster_tokens: int = 3500
+    bic_search: str = "fast"
+
+    def validate(self) -> None:
+        check_types(self, "clustering")
+        check(self.reduction_dim >= 2, "clustering.reduction_dim", self.reduction_dim, "an integer >= 2")
+        check(0.0 < self.threshold < 1.0, "clustering.threshold", self.threshold, "a probability in (0, 1)")
+        check(self.max_clusters >= 1, "clustering.max_clusters", self.max_clusters, "an integer >= 1")
+        check(self.max_cluster_tokens >= 64,
+              "clustering.max_cluster_tokens", self.max_cluster_tokens, "an integer >= 64")
+        check(self.bic_search in ("fast", "exhaustive"), "clustering.bic_search", self.bic_search,
+              "one of 'fast', 'exhaustive'")
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """``levels`` counts the leaf level: 4 = leaves + 3 summary levels (the paper)."""
+
+    levels: int = 4
+    summary_max_tokens: int = 100
+
+    def validate(self) -> None:
+        check_types(self, "tree")
+        check(1 <= self.levels <= 10, "tree.levels", self.levels, "an integer from 1 to 10")
+        check(self.summary_max_tokens >= 16, "tree.summary_max_tokens", self.summary_max_tokens, "an integer >= 16")
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """``spec`` is None for the offline algorithms, else e.g. ``openai:gpt-4o-mini``,
+    ``openai:MODEL@http://127.0.0.1:8000/v1``, ``hf:/path/to/model``, ``hf:smollm2``.
+    Keys come from the environment variable named by ``api_key_env``, never from files;
+    ``base_url_env`` names the variable read for a server URL when the spec gives none.
+    Retries (transient errors only) wait ``retry_base_delay * 2**attempt`` seconds with
+    jitter, at most ``retry_max_delay``. ``batch_size`` and ``device`` (``auto``, ``cpu``,
+    ``cuda``...) apply to local ``hf:`` models."""
+
+    spec: str | None = None
+    max_concurrency: int = 16
+    max_retries: int = 5
+    timeout: float = 120.0
+    temperature: float = 0.0
+    api_key_env: str = "OPENAI_API_KEY"
+    base_url_env: str = "OPENAI_BASE_URL"
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 60.0
+    batch_size: int = 8
+    device: str = "auto"
+
+    def validate(self) -> None:
+        check_types(self, "llm")
+        check(self.max_concurrency >= 1, "llm.max_concurrency", self.max_concurrency, "an integer >= 1")
+        check(self.max_retries >= 0, "llm.max_retries", self.max_retries, "an integer >= 0")
+        check(self.timeout > 0, "llm.timeout", self.timeout, "a positive number of seconds")
+        check(0.0 <= self.temperature <= 2.0, "llm.temperature", self.temperature, "a number in [0, 2]")
+        check(self.retry_base_delay >= 0, "llm.retry_base_delay", self.retry_base_delay,
+              "a non-negative number of seconds")
+        check(self.retry_max_delay >= self.retry_base_delay, "llm.retry_max_delay",
+              self.retry_max_delay, f"a number of seconds >= llm.retry_base_delay ({self.retry_base_delay})")
+        check(self.batch_size >= 1, "llm.batch_size", self.batch_size, "an integer >= 1")
+        check(bool(self.device), "llm.device", self.device, "'auto', 'cpu', 'cuda' or another torch device")
+
+
+@dataclass(frozen=True)
+class ExtractionConfig:
+    """How propositions and entities are extracted for the relatedness tree.
+
+    ``extractor``: ``offline`` (sentences + rule-based entity tagger), ``llm``
+    (coreference rewrite + JSON proposition extraction through the LLM) or ``auto`` (the
+    default: ``llm`` when an LLM is configured, else ``offline``; resolved by
+    :meth:`~sirerag.core.config.BuildConfig.validate`).
+    ``ner``: ``rules`` or ``spacy:MODEL`` for the offline extractor.
+    ``llm``: a separate LLM spec for extraction (e.g. a fine-tuned adapter);
+    None uses the build's LLM.
+    ``max_attempts``: extraction requests per chunk at most (retries ask more strictly).
+    ``rewrite_max_tokens`` / ``extract_max_tokens``: completion budgets (a rewrite gets
+    ``min(rewrite_max_tokens, 2 * chunk tokens + 64)``).
+    ``rewrite_min_overlap`` / ``rewrite_max_growth``: the drift guard; a rewrite keeping
+    fewer of the original's words, inventing more, or growing more is refused and the
+    original text is used.
+    ``ground_entities``: drop LLM entities (and facts) that do not occur in the source.
+    """
+
+    extractor: str = "auto"
+    ner: str = "rules"
+    rewrite: bool = True
+    max_attempts: int = 2
+    llm: str | None = None
+    rewrite_max_tokens: int = 512
+    extract_max_tokens: int = 1024
+    rewrite_min_overlap: float = 0.6
+    rewrite_max_growth: float = 2.0
+    ground_entities: bool = True
+
+    def validate(self) -> None:
+        check_types(self, "extraction")
+        check(self.extractor in ("auto", "offline", "llm"), "extraction.extractor", self.extractor,
+              "one of 'auto', 'offline', 'llm'")
+        check(self.ner == "rules" or (self.ner.startswith("spacy:") and len(self.ner) > 6), "extraction.ner",
+              self.ner, "'rules' or 'spacy:MODEL'")
+        check(self.max_attempts >= 1, "extraction.max_attempts", self.max_attempts, "an integer >= 1")
+        for name in ("rewrite_max_tokens", "extract_max_tokens"):
+            value = getattr(self, name)
+            check(value >= 16, f"extraction.{name}", value, "an integer >= 16")
+        check(0.0 < self.rewrite_min_overlap <= 1.0, "extraction.rewrite_min_overlap",
+              self.rewrite_min_overlap, "a fraction in (0, 1]")
+        check(self.rewrite_max_growth >= 1.0, "extraction.rewrite_max_growth", self.rewrite_max_growth,
+              "a number >= 1")
+
+
+@dataclass(frozen=True)
+class RelatednessConfig:
+    """Proposition aggregates and the tree above them; the paper's ablations are switches:
+    (A) ``summaries=False``; (B) ``include_propositions=True``; (C) (B) with
+    ``aggregates=False``; (D) (C) with ``summaries=False``."""
+
+    aggregate_max_tokens: int = 512
+    skip_redundant_entities: bool = True
+    summaries: bool = True
+    aggregates: bool = True
+    include_propositions: bool = False
+
+    def validate(self) -> None:
+        check_types(self, "relatedness")
+        check(self.aggregate_max_tokens >= 16,
+              "relatedness.aggregate_max_tokens", self.aggregate_max_tokens, "an integer >= 16")
+        check(self.aggregates or self.include_propositions, "relatedness.aggregates", self.aggregates,
+              "True unless relatedness.include_propositions is True (ablation C)")
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """The entity graph for the Personalized PageRank retriever (``--graph``).
+
+    Synonym edges join entities with embedding cosine >= ``synonym_threshold``, at most
+    ``synonym_max_neighbors`` per entity. ``damping``, ``tol`` and ``max_iter`` are the
+    PageRank defaults recorded with the graph (a search may override them). Each
+    document's title is an entity node tied to its passages with ``title_weight`` (0: no
+    title nodes). ``embed_facts`` also embeds the propositions for ``--linking fact``
+    (otherwise a fact-linking search embeds them when it loads)."""
+
+    enabled: bool = False
+    title_weight: float = 2.0
+    embed_facts: bool = False
+    synonym_threshold: float = 0.8
+    synonym_max_neighbors: int = 100
+    damping: float = 0.5
+    tol: float = 1e-6
+    max_iter: int = 100
+
+    def validate(self) -> None:
+        check_types(self, "graph")
+        check(self.title_weight >= 0, "graph.title_weight", self.title_weight, "a number >= 0")
+        check(0.0 < self.synonym_threshold <= 1.0, "graph.synonym_threshold", self.synonym_threshold,
+              "a cosine similarity in (0, 1]")
+        check(self.synonym_max_neighbors >= 0,
+              "graph.synonym_max_neighbors", self.synonym_max_neighbors, "an integer >= 0")
+        check(0.0 <= self.damping < 1.0, "graph.damping", self.damping, "a number in [0, 1)")
+        check(0.0 < self.tol < 1.0, "graph.tol", self.tol, "a positive number below 1")
+        check(self.max_iter >= 1, "graph.max_iter", self.max_iter, "an integer >= 1")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Where the model stages run (embedding, coreference rewrite, proposition extraction,
+    cluster summaries); clustering, trees and index writing always stay in this process.
+
+    ``name``: ``local`` (this process) or ``ray`` (Ray Data actor pools, extra ``ray``).
+    ``address``: None starts a local Ray instance with ``num_cpus`` CPUs (0: all of them);
+    ``auto``, ``HOST:PORT`` or ``ray://HOST:PORT`` joins a running cluster, and an address
+    that does not answer within ``connect_timeout`` seconds stops the build.
+    ``actors``: actors per stage (each loads one model); ``actor_num_cpus`` /
+    ``actor_num_gpus``: resources each actor reserves. ``llm_batch_size``: LLM requests per
+    Ray batch; each actor keeps ``llm.max_concurrency`` of them in flight. Embedding batches
+    are the local engine's blocks (``16 * embedder.batch_size`` texts), so vectors match.
+    ``max_restarts`` / ``max_task_retries``: how often Ray restarts a dead actor and retries
+    its batch before the build fails."""
+
+    name: str = "local"
+    address: str | None = None
+    num_cpus: int = 0
+    actors: int = 2
+    actor_num_cpus: float = 1.0
+    actor_num_gpus: float = 0.0
+    llm_batch_size: int = 16
+    max_restarts: int = 3
+    max_task_retries: int = 3
+    connect_timeout: float = 10.0
+
+    def validate(self) -> None:
+        check_types(self, "engine")
+        check(self.name in ("local", "ray"), "engine.name", self.name, "one of 'local', 'ray'")
+        check(self.address is None or bool(self.address.strip()), "engine.address", self.address,
+              "'auto', 'HOST:PORT' or 'ray://HOST:PORT' (or omitted for a local Ray instance)")
+        check(self.num_cpus >= 0, "engine.num_cpus", self.num_cpus, "an integer >= 0 (0: every CPU)")
+        check(self.actors >= 1, "engine.actors", self.actors, "an integer >= 1")
+        check(self.actor_num_cpus > 0, "engine.actor_num_cpus", self.actor_num_cpus, "a number > 0")
+        check(self.actor_num_gpus >= 0, "engine.actor_num_gpus", self.actor_num_gpus, "a number >= 0")
+        check(self.llm_batch_size >= 1, "engine.llm_batch_size", self.llm_batch_size, "an integer >= 1")
+        check(self.max_restarts >= 0, "engine.max_restarts", self.max_restarts, "an integer >= 0")
+        check(self.max_task_retries >= 0, "engine.max_task_retries", self.max_task_retries, "an integer >= 0")
+        check(self.connect_timeout > 0, "engine.connect_timeout", self.connect_timeout,
+              "a positive number of seconds")
+
+
+_SECTIONS: dict[str, type] = {
+    "chunking": ChunkingConfig,
+    "embedder": EmbedderConfig,
+    "clustering": ClusteringConfig,
+    "tree": TreeConfig,
+    "llm": LLMConfig,
+    "extraction": ExtractionConfig,
+    "relatedness": RelatednessConfig,
+    "graph": GraphConfig,
+    "engine": EngineConfig,
+}

@@ -1,0 +1,259 @@
+"""Loading a corpus into :class:`~sirerag.core.types.Document` records.
+
+Three formats are accepted:
+
+* a ``.jsonl`` file, one JSON object per line: ``{"id"?, "title"?, "text"}``
+  (the format of ``shared/bench/*/corpus.jsonl``; BEIR's ``_id`` is read as ``id``);
+* a ``.json`` file holding a list of such objects;
+* a folder of ``.txt`` / ``.md`` files (searched recursively, hidden entries
+  skipped, sorted by relative path). A file is keyed and titled by its relative path
+  (``beta/README.md``), so an edited file is an update of the same document and two
+  ``README.md`` files stay two documents. A Markdown file is split at its headings
+  (:mod:`sirerag.core.io.markdown`): each section is a document ``PATH#SLUG/PATH`` whose
+  ``section`` is its heading path (the text before the first heading keeps the id ``PATH``).
+  :func:`folder_file_of` tells which file an index's document id came from, :func:`stale_folder_ids`
+  which documents to remove when the folder is added again.
+
+Ids are kept when given, otherwise derived with :func:`sirerag.core.types.document_id`
+(the bench id scheme). Order is kept. Other fields are ignored (listed once in
+the log). Control characters other than tab, newline and carriage return (NUL
+included) and lone UTF-16 surrogates are removed from texts and titles (white-space
+controls such as form feed become a space), with a count in the log; a text longer
+than ``warn_passage_bytes`` gets a warning naming its file and line. Every problem
+raises :class:`~sirerag.core.errors.InputError` naming the file and the line (``.jsonl``),
+the row index (``.json``) or the file path (folders).
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from sirerag.core.errors import InputError
+from sirerag.core.io.files import json_type as _json_type
+from sirerag.core.io.files import read_json, read_jsonl_numbered
+from sirerag.core.types import Document, collapse_ws, document_id
+
+logger = logging.getLogger(__name__)
+
+FIELDS = ("id", "title", "text", "section")
+TEXT_SUFFIXES = (".txt", ".md")
+#: control characters that separate words: replaced by a space
+_CONTROL_SPACE = re.compile(r"[\x0b\x0c\x1c-\x1f\x85]")
+#: other control characters (NUL, escape, DEL, C1...) and lone surrogates: removed
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\ud800-\udfff]")
+#: at most this many large passages are named one by one in the log
+_NAMED_LARGE = 5
+
+
+@dataclass
+class _Notes:
+    """What the loader tells the log once, after reading every row."""
+
+    ignored: set[str] = field(default_factory=set)
+    controls: int = 0
+    control_rows: int = 0
+    control_first: str = ""
+    control_last: str = ""
+    large: int = 0
+
+
+def strip_controls(text: str) -> tuple[str, int]:
+    """``text`` without control characters other than tab, newline and carriage return,
+    and without lone surrogates; white-space controls become a space. Returns the text
+    and how many characters were changed."""
+    text, spaced = _CONTROL_SPACE.subn(" ", text)
+    text, removed = _CONTROL.subn("", text)
+    return text, spaced + removed
+
+
+def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> list[Document]:
+    """Read a corpus file or folder into documents, in corpus order.
+
+    Args:
+        path: a ``.jsonl`` file, a ``.json`` file (a list of objects) or a folder of
+            ``.txt``/``.md`` files.
+        warn_passage_bytes: log a warning naming the file and line of every text
+            longer than this many UTF-8 bytes.
+
+    Returns:
+        The documents; exact duplicates (same id, title and text) are kept once.
+        Every text is a non-empty string without control characters other than tab,
+        newline and carriage return; ids are unique non-empty strings.
+
+    Raises:
+        InputError: missing path, unsupported extension, non-UTF-8 bytes, invalid
+            JSON, a row that is not an object or has no usable ``text``, a bad
+            ``id``/``title``, one id used for two different documents, or an empty
+            corpus. The message names the file and line, row index or file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        rows: Iterable[tuple[str, Any]] = _folder_rows(path)
+    elif not path.exists():
+        raise InputError(f"corpus not found: {path}")
+    elif path.suffix.lower() == ".jsonl":
+        rows = ((f"{path}:{lineno}", obj) for lineno, obj in read_jsonl_numbered(path, keep_surrogates=True))
+    elif path.suffix.lower() == ".json":
+        rows = _json_rows(path)
+    else:
+        raise InputError(
+            f"{path}: unsupported corpus format {path.suffix or '(no extension)'!r}; expected a .jsonl "
+            f"file, a .json file (a list of objects) or a folder of .txt/.md files"
+        )
+    documents = _collect(rows, path, warn_passage_bytes)
+    if not documents:
+        raise InputError(f"{path}: empty corpus (no documents)")
+    return documents
+
+
+def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
+    data = read_json(path, keep_surrogates=True)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON list of objects with a 'text' field, "
+                         f"got a JSON {_json_type(data)}")
+    for i, obj in enumerate(data):
+        yield f"{path}: row index {i}", obj
+
+
+def _folder_rows(folder: Path) -> Iterator[tuple[str, Any]]:
+    files = [folder / rel for rel in folder_files(folder)]
+    if not files:
+        raise InputError(f"{folder}: empty corpus: no .txt or .md files in this folder")
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{file}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        rel = file.relative_to(folder).as_posix()
+        if file.suffix.lower() != ".md":
+            yield str(file), {"id": rel, "title": rel, "text": text.strip()}
+            continue
+        from sirerag.core.io.markdown import split_sections
+
+        sections = split_sections(text)
+        if not sections:  # headings only: one document of the headings, so the file is not lost
+            yield str(file), {"id": rel, "title": rel, "text": text.strip()}
+        for section in sections:
+            yield (f"{file} ({section.heading_path})" if section.path else str(file),
+                   {"id": f"{rel}#{section.slug}" if section.slug else rel, "title": rel,
+                    "section": section.heading_path, "text": section.text})
+
+
+def folder_files(folder: str | Path) -> list[str]:
+    """Relative paths (POSIX) of the ``.txt``/``.md`` files a folder corpus reads, sorted."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                  if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
+                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+
+
+def folder_file_of(doc_id: str) -> str | None:
+    """The relative file path a folder corpus's document id names (``a/b.md#x`` -> ``a/b.md``), or
+    None when the id is not of that form."""
+    path = doc_id.split("#", 1)[0]
+    return path if Path(path).suffix.lower() in TEXT_SUFFIXES and path.strip() else None
+
+
+def stale_folder_ids(old_ids: Iterable[str], new_ids: Iterable[str], files: Iterable[str], *,
+                     sync: bool) -> list[str]:
+    """Ids of an index to remove when a folder is added again: documents of a file the folder still
+    has that the new read does not give (a section removed or renamed), and with ``sync`` also the
+    documents of folder files that are gone."""
+    present, new = set(files), set(new_ids)
+    stale = []
+    for doc_id in old_ids:
+        path = folder_file_of(doc_id)
+        if path is None or doc_id in new:
+            continue
+        if path in present or sync:
+            stale.append(doc_id)
+    return stale
+
+
+def _collect(rows: Iterable[tuple[str, Any]], path: Path, warn_passage_bytes: int) -> list[Document]:
+    documents: list[Document] = []
+    first_seen: dict[str, tuple[str, Document]] = {}
+    notes = _Notes()
+    duplicates: list[tuple[str, str]] = []
+    for where, obj in rows:
+        doc = _document(where, obj, notes)
+        _check_size(where, doc.text, warn_passage_bytes, notes)
+        if doc.id in first_seen:
+            where_first, first = first_seen[doc.id]
+            if collapse_ws(first.text) != collapse_ws(doc.text) or collapse_ws(first.title) != collapse_ws(doc.title):
+                raise InputError(f"{where}: id {doc.id!r} is already used by a different document "
+                                 f"({where_first}); ids must be unique")
+            duplicates.append((where, where_first))
+            continue
+        first_seen[doc.id] = (where, doc)
+        documents.append(doc)
+    if duplicates:
+        where, where_first = duplicates[0]
+        logger.warning("%s: dropped %d exact duplicate document(s), e.g. %s repeats %s",
+                       path, len(duplicates), where, where_first)
+    if notes.ignored:
+        logger.info("%s: ignored field(s) %s (only %s are read)", path, sorted(notes.ignored), list(FIELDS))
+    if notes.controls:
+        logger.warning("%s: removed %d control character(s) from %d document(s), e.g. %s", path,
+                       notes.controls, notes.control_rows, notes.control_first)
+    if notes.large > _NAMED_LARGE:
+        logger.warning("%s: %d passage(s) over %d bytes in all", path, notes.large, warn_passage_bytes)
+    return documents
+
+
+def _check_size(where: str, text: str, limit: int, notes: _Notes) -> None:
+    if len(text) <= limit // 4 or len(text.encode("utf-8")) <= limit:  # a character is at most 4 bytes
+        return
+    notes.large += 1
+    if notes.large <= _NAMED_LARGE:
+        logger.warning("%s: passage of %d bytes is over %d (chunking.warn_passage_bytes); is this one "
+                       "document?", where, len(text.encode("utf-8")), limit)
+
+
+def _clean(where: str, text: str, notes: _Notes) -> str:
+    cleaned, n = strip_controls(text)
+    if n:
+        notes.controls += n
+        if notes.control_last != where:  # title and text of one row count once
+            notes.control_rows += 1
+            notes.control_first = notes.control_first or where
+            notes.control_last = where
+    return cleaned
+
+
+def _document(where: str, obj: Any, notes: _Notes) -> Document:
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: expected a JSON object with a 'text' field, got a JSON {_json_type(obj)}")
+    if "text" not in obj:
+        raise InputError(f"{where}: row has no 'text' field (fields: {sorted(obj)})")
+    text = obj["text"]
+    if not isinstance(text, str):
+        raise InputError(f"{where}: 'text' must be a string, got a JSON {_json_type(text)}")
+    text = _clean(where, text, notes)
+    if not text.strip():
+        raise InputError(f"{where}: 'text' is empty")
+    title = obj.get("title")
+    if title is None:
+        title = ""
+    elif not isinstance(title, str):
+        raise InputError(f"{where}: 'title' must be a string, got a JSON {_json_type(title)}")
+    title = _clean(where, title, notes)
+    section = "" if obj.get("section") is None else obj["section"]
+    if not isinstance(section, str):
+        raise InputError(f"{where}: 'section' must be a string, got a JSON {_json_type(section)}")
+    section = _clean(where, section, notes)
+    key = "id" if "id" in obj else "_id" if "_id" in obj else None
+    if key is None or obj[key] is None:
+        doc_id = document_id(title, text)
+    else:
+        raw = obj[key]
+        if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw).strip() \
+                or (isinstance(raw, str) and strip_controls(raw)[1]):
+            raise InputError(f"{where}: '{key}' must be a non-empty string or an integer (without control "
+                             f"characters), got {raw!r}")
+        doc_id = str(raw)
+    notes.ignored.update(k for k in obj if k not in FIELDS and k != key)
+    return Document(id=doc_id, text=text, title=title, section=section)

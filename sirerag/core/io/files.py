@@ -1,0 +1,279 @@
+"""Atomic file writes and the index directory's file formats.
+
+Every writer goes through :func:`atomic_path`: it writes to a temporary file in
+the same folder and renames it over the target, so a crash never leaves half a
+file. Arrays are ``.npy`` loaded with ``allow_pickle=False``; records are JSONL;
+nothing is pickled.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from sirerag.core.errors import DiskFullError, IndexFormatError, InputError
+from sirerag.core.io.unicode import has_surrogate_escape, report_surrogates, strip_surrogates
+
+logger = logging.getLogger(__name__)
+
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+except OSError:  # pragma: no cover - no C library to load
+    _LIBC = None
+
+
+def _unique_sibling(path: Path, tag: str, make: Callable[[Path], None]) -> Path:
+    """Create a new file or folder ``.<name>.<tag>-<random>`` beside ``path`` with ``make``."""
+    for _ in range(100):
+        candidate = path.with_name(f".{path.name}.{tag}-{secrets.token_hex(4)}")
+        try:
+            make(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary name beside {path}")  # pragma: no cover
+
+
+def _new_file(path: Path) -> None:
+    # the mode is filtered by the process umask in the kernel: no umask read or write here
+    os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+
+
+def make_temp_dir(path: str | Path, tag: str = "tmp") -> Path:
+    """A new empty folder beside ``path`` (same file system, so it can be renamed over it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _unique_sibling(path, tag, lambda p: os.mkdir(p, 0o777))
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path = _unique_sibling(path, "tmp", _new_file)
+    try:
+        try:
+            yield tmp_path
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise DiskFullError(f"disk full while writing {path} (free some space and run the command "
+                                    "again)") from exc
+            raise
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error says the file system is full (ENOSPC, EDQUOT, or numpy's short write)."""
+    if isinstance(exc, DiskFullError):
+        return False
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, OSError) and exc.errno is None and _SHORT_WRITE.search(str(exc)) is not None
+
+
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    func = getattr(_LIBC, "renameat2", None) if _LIBC is not None else None
+    if func is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if func(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False  # not supported by this kernel or file system
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def swap_dir(new: Path, path: Path) -> Path | None:
+    """Put the folder ``new`` at ``path`` so that a reader of ``path`` sees the old folder or
+    the new one, never neither where the platform allows it (an atomic exchange on Linux).
+
+    Returns where the old folder now is (``new``'s name, or an ``.old-`` sibling), or None
+    when ``path`` did not exist; the caller deletes it.
+    """
+    if not path.exists():
+        os.rename(new, path)
+        return None
+    if _exchange(new, path):
+        return new
+    old = path.with_name(f".{path.name}.old-{secrets.token_hex(4)}")
+    os.rename(path, old)  # fallback: a short moment without ``path``
+    os.replace(new, path)
+    return old
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path``; on success it replaces ``path`` in one swap
+    (the old folder is deleted after). On failure ``path`` is left as it was."""
+    path = Path(path)
+    tmp = make_temp_dir(path)
+    try:
+        try:
+            yield tmp
+        except OSError as exc:
+            if is_disk_full(exc):
+                name = f"{path}/{Path(exc.filename).name}" if getattr(exc, "filename", None) else str(path)
+                raise DiskFullError(f"disk full while writing {name} (free some space and run the command "
+                                    "again)") from exc
+            raise
+        old = swap_dir(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
+    """Write one JSON object per line, atomically; returns the number of lines."""
+    n = 0
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False))
+            fh.write("\n")
+            n += 1
+    return n
+
+
+def read_jsonl_numbered(path: str | Path, *, keep_surrogates: bool = False) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, parsed value)`` for each non-blank line; errors name the file and line.
+    Lone surrogates are removed from every string, with a count in the log (unless ``keep_surrogates``:
+    the caller cleans the text itself)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    lines: list[tuple[int, int]] = []  # (line, surrogates removed) of the lines that had some
+    try:
+        yield from _numbered(path, keep_surrogates, lines)
+    finally:  # also when the reader stops early
+        report_surrogates(path, sum(n for _, n in lines), [lineno for lineno, _ in lines])
+
+
+def _numbered(path: Path, keep_surrogates: bool, lines: list[tuple[int, int]]) -> Iterator[tuple[int, Any]]:
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+            except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
+                raise InputError(f"{path}:{lineno}: unreadable JSON: {exc}") from exc
+            if not keep_surrogates and b"\\u" in raw and has_surrogate_escape(raw):
+                value, n = strip_surrogates(value)
+                if n:
+                    lines.append((lineno, n))
+            yield lineno, value
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the objects of a JSONL file; errors name the file and line. Blank lines are skipped."""
+    for lineno, obj in read_jsonl_numbered(path):
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield obj
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (for error messages)."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+             float: "number", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def user_cache_dir(*parts: str) -> Path:
+    """``$XDG_CACHE_HOME/sirerag/<parts>`` (``~/.cache/sirerag/...`` when the variable is unset): the
+    per-user folder for what is made once per machine (numba's compiled code, ONNX exports)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base, "sirerag", *parts)
+
+
+def read_json(path: str | Path, *, keep_surrogates: bool = False) -> Any:
+    """The parsed JSON file; errors name it. Lone surrogates are removed as by :func:`read_jsonl_numbered`."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+        value = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+    except (ValueError, RecursionError) as exc:  # an integer over 4300 digits, nesting too deep
+        raise InputError(f"{path}: unreadable JSON: {exc}") from exc
+    if not keep_surrogates and "\\u" in text and has_surrogate_escape(text.encode("utf-8", "replace")):
+        value, n = strip_surrogates(value)
+        if n:
+            logger.warning("%s: removed %d lone surrogate(s) (escapes such as \\ud800 that are not Unicode "
+                           "text)", path, n)
+    return value
+
+
+def save_npy(path: str | Path, array: np.ndarray) -> None:
+    """Save a numeric array atomically; object arrays are refused (they would need pickle)."""
+    array = np.asarray(array)
+    if array.dtype == object:
+        raise TypeError(f"refusing to save an object array to {path}: it would need pickle")
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, array, allow_pickle=False)
+
+
+def load_npy(path: str | Path, *, mmap: bool = False, index: str | Path | None = None) -> np.ndarray:
+    """Load a numeric ``.npy`` array (never pickled objects).
+
+    Raises:
+        IndexFormatError: the file is missing, truncated, not an ``.npy`` array or holds
+            Python objects; the message names the file and, with ``index``, how to check it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise IndexFormatError(damaged(path, "array file is missing", index))
+    try:
+        array = np.load(path, allow_pickle=False, mmap_mode="r" if mmap else None)
+    except ValueError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "pickle" in reason:  # numpy's wording for anything without the .npy header
+            reason = "not a numeric .npy array (no .npy header: random bytes, or pickled objects)"
+        raise IndexFormatError(damaged(path, f"damaged array file: {reason}", index)) from exc
+    except (EOFError, OSError) as exc:
+        raise IndexFormatError(damaged(path, f"damaged array file: {type(exc).__name__}: {exc}", index)) from exc
+    if not isinstance(array, np.ndarray):
+        raise IndexFormatError(damaged(path, f"expected one .npy array, got {type(array).__name__}", index))
+    return array
+
+
+def damaged(path: str | Path, what: str, index: str | Path | None = None) -> str:
+    """The message for a damaged index file: the file, what is wrong and what to do."""
+    fix = f"rebuild the index (sirerag build) or check it with: sirerag verify {index}" if index is not None \
+        else "rebuild the index (sirerag build) or check it with sirerag verify"
+    return f"{path}: {what}; {fix}"

@@ -1,0 +1,1 @@
+"""The build plan and its stage runners: full build, incremental update and dry run."""

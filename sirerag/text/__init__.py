@@ -1,0 +1,1 @@
+"""Text before models: token counting (tiktoken) and chunking documents into leaves."""
