@@ -16,6 +16,9 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, help="HTML file to write")
     p.add_argument("--entity", action="append", default=[], metavar="NAME",
                    help="entity offered as a shortcut (repeatable); the first is drawn when the page opens")
+    p.add_argument("--question", action="append", default=[], metavar="Q",
+                   help="question to explain (repeatable): one panel each with the PPR retriever's linked seed "
+                        "entities, bridged entities and top passages with why they ranked (needs --graph)")
     p.add_argument("--max-nodes", type=int, default=60, metavar="N",
                    help="most nodes drawn around an entity (default 60)")
     add_common(p)
@@ -26,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.report.render import write_report
 
     info = write_report(args.index, args.out, entities=args.entity, max_nodes=args.max_nodes,
-                        show_progress=progress_enabled(args))
+                        questions=args.question, show_progress=progress_enabled(args))
     print(f"wrote {info.path} ({info.bytes / 1e6:.1f} MB: {info.entries} pool entries, {info.tree_nodes} tree nodes, "
           f"{info.graph_edges} graph edges) in {info.seconds:.1f}s")
     return 0

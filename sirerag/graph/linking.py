@@ -24,6 +24,19 @@ import numpy as np
 from sirerag.graph.build import EntityGraph
 
 
+@dataclass(frozen=True)
+class Bridge:
+    """An entity reached by query-conditioned bridging: its node, the hop (1 = from a seed), the entity
+    node it came from, the proposition that names both (its text) and that proposition's cosine with
+    the query."""
+
+    node: int
+    hop: int
+    via: int
+    text: str
+    score: float
+
+
 @dataclass
 class Seeds:
     """The linking result of one query.
@@ -33,12 +46,14 @@ class Seeds:
         facts: ``(fact index, normalised score)`` of the facts used, best first.
         candidates: the facts considered before the recognition filter.
         query_entities: for ``ner``: ``(query entity, linked node, cosine)``.
+        bridges: entities added by bridging (their weights are in ``entities`` too).
     """
 
     entities: dict[int, float] = field(default_factory=dict)
     facts: list[tuple[int, float]] = field(default_factory=list)
     candidates: list[tuple[int, float]] = field(default_factory=list)
     query_entities: list[tuple[str, int, float]] = field(default_factory=list)
+    bridges: list[Bridge] = field(default_factory=list)
 
 
 def min_max(scores: np.ndarray) -> np.ndarray:

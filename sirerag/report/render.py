@@ -28,6 +28,7 @@ from sirerag.core.io.guard import GENERATOR, check_file_out
 from sirerag.pool.store import load_index
 from sirerag.report.collect import collect, entries_json
 from sirerag.report.overview import overview
+from sirerag.report.questions import question_views, questions_html
 from sirerag.report.stats import index_stats
 from sirerag.report.trees import TreeWriter
 
@@ -70,7 +71,7 @@ def fill(template: str, parts: dict[str, str]) -> str:
 
 
 def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[str] = (), max_nodes: int = 60,
-                 show_progress: bool = True) -> ReportInfo:
+                 questions: Sequence[str] = (), show_progress: bool = True) -> ReportInfo:
     """Write the inspection report of an index directory to ``out``.
 
     Args:
@@ -78,11 +79,12 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
         out: the HTML file to write (replaced atomically).
         entities: entity names offered as shortcuts; the first one is drawn when the page opens.
         max_nodes: most nodes drawn in an entity's neighbourhood.
+        questions: questions to explain, one panel each (:mod:`sirerag.report.questions`; needs a graph).
         show_progress: progress bars for the long steps.
 
     Raises:
         IndexFormatError: ``index_dir`` is not a readable index.
-        InputError: ``max_nodes`` is below 2, or an entity is given for an index without a graph.
+        InputError: ``max_nodes`` is below 2, or an entity or a question is given for an index without a graph.
     """
     if not isinstance(max_nodes, int) or max_nodes < 2:
         raise InputError(f"--max-nodes must be an integer >= 2, got {max_nodes!r}")
@@ -103,6 +105,7 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
             data.graph = graph_json(graph_dir, data.doc_index)
     elif entities:
         raise InputError(f"{index.path}: --entity needs an entity graph; rebuild the index with --graph")
+    views = question_views(index, questions) if questions else []
     writer = TreeWriter(data, show_progress=show_progress)
     trees = {name: writer.tree(name) for name in ("similarity", "relatedness")}
     payload = {
@@ -127,6 +130,8 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
         "OVERVIEW": overview(index.manifest, stats, graph_meta),
         "TREES": tree_html,
         "GRAPH_HIDDEN": "" if data.graph else " hidden",
+        "QUESTIONS_HIDDEN": "" if views else " hidden",
+        "QUESTIONS": questions_html(views),
         "DATA": blob,
         "VENDOR": _asset("vendor/cytoscape.min.js").replace("</script", "<\\/script"),
         "SCRIPT": _asset("templates/report.js"),

@@ -1,0 +1,103 @@
+"""``sirerag inspect INDEX --question Q``: one panel per question with PPR's linked seeds, bridged entities and
+top passages with why each ranked (sirerag.retrievers.ppr_explain, sirerag.report.questions), on a small
+offline build with a graph, checked as data, as HTML and in headless Chromium."""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pytest
+
+from sirerag.cli.main import main
+from sirerag.core.errors import InputError
+from sirerag.pool.store import load_index
+from sirerag.report.render import write_report
+from sirerag.retrievers import load_retriever
+from sirerag.retrievers.ppr_explain import explain
+
+from _browser import DevTools, find_chromium
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+BROWSER = find_chromium()
+TITLES = [json.loads(line)["title"] for line in (DATA / "corpus.jsonl").read_text().splitlines()[:40]]
+#: a question naming the title of a passage of the corpus (so linking finds a seed), with markup to escape
+QUESTION = f"Who founded <i>{TITLES[3]}</i>?"
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("question")
+    corpus = root / "c.jsonl"
+    corpus.write_text("\n".join((DATA / "corpus.jsonl").read_text().splitlines()[:40]) + "\n", encoding="utf-8")
+    out = root / "index"
+    assert main(["build", str(corpus), "--out", str(out), "--chunking", "passage", "--graph", "--quiet"]) == 0
+    return out
+
+
+def test_explain_shows_seeds_and_passages_by_mass_consistent_with_the_search(index_dir):
+    index = load_index(index_dir)
+    titles = {d.id: d.title for d in index.documents()}
+    with load_retriever("ppr", index, linking="ner") as retriever:
+        view = explain(retriever, QUESTION, titles, k=8)
+        hits = retriever.search(QUESTION, k=10)
+    assert not view.fallback and view.retriever == "ppr"
+    assert TITLES[3] in [s.entity for s in view.seeds]
+    assert all(0 < s.reset_share <= 1 for s in view.seeds)
+    assert sum(s.reset_share for s in view.seeds) + sum(p.reset_share for p in view.passages) <= 1 + 1e-6
+    masses = [p.mass for p in view.passages]
+    assert len(view.passages) == 8 and masses == sorted(masses, reverse=True) and masses[0] > 0
+    top = view.passages[0]
+    assert top.title == TITLES[3] and (TITLES[3], "title") in top.seeds
+    # the search's first hit covers a passage whose search rank is 1
+    first = index.pool.get(hits[0].entry_id).passages
+    assert any(p.search_rank == 1 for p in view.passages if p.passage in first) or \
+        not set(first) & {p.passage for p in view.passages}
+
+
+def test_a_question_without_any_entity_falls_back_to_dense_and_says_so(index_dir):
+    index = load_index(index_dir)
+    with load_retriever("ppr", index, linking="ner") as retriever:
+        view = explain(retriever, "what is it?", {}, k=3)
+    assert view.fallback and not view.seeds and [p.search_rank for p in view.passages] == [1, 2, 3]
+
+
+def test_inspect_writes_one_escaped_panel_per_question(index_dir, tmp_path):
+    out = tmp_path / "r.html"
+    assert main(["inspect", str(index_dir), "--out", str(out), "--question", QUESTION, "--question", "what is it?",
+                 "--quiet"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert page.count('<article class="question"') == 2 and '<a href="#questions">Questions</a>' in page
+    assert f"<h3>{html.escape(QUESTION)}</h3>" in page and "<i>" + TITLES[3] not in page
+    assert "Seed entities" in page and "Top passages by PageRank mass" in page
+    assert "PageRank did not run" in page  # the second question's panel
+
+
+def test_question_needs_a_graph_and_a_text(index_dir, tmp_path):
+    with pytest.raises(InputError, match="--question must be a non-empty text"):
+        write_report(index_dir, tmp_path / "r.html", questions=["  "])
+    no_graph = tmp_path / "nograph"
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join((DATA / "corpus.jsonl").read_text().splitlines()[:6]) + "\n", encoding="utf-8")
+    assert main(["build", str(corpus), "--out", str(no_graph), "--trees", "none", "--quiet"]) == 0
+    with pytest.raises(InputError, match="--question needs an entity graph"):
+        write_report(no_graph, tmp_path / "r.html", questions=["Who?"])
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium installed (scripts/install.sh --dev installs Debian's "
+                                            "chromium)")
+def test_the_question_panel_in_chromium(index_dir, tmp_path):
+    out = tmp_path / "r.html"
+    write_report(index_dir, out, questions=[QUESTION], show_progress=False)
+    with DevTools(BROWSER) as page:
+        page.open(out.as_uri())
+        page.wait_for("document.body.dataset.ready === '1'")
+        assert page.eval("document.querySelector('#questions h3').textContent") == QUESTION
+        assert page.eval("document.querySelector('#questions h3 i') === null")  # the markup is text
+        rows = page.eval("[...document.querySelectorAll('#questions table.passages tbody tr')].length")
+        assert rows == 10
+        why = page.eval("document.querySelector('#questions table.passages tbody tr td:last-child').textContent")
+        assert f"title is seed {TITLES[3]}" in why
+        assert page.eval("getComputedStyle(document.getElementById('questions')).display") != "none"
+        assert page.dialogs == []
