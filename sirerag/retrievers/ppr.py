@@ -18,10 +18,10 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
+from sirerag.graph.entries import ENTRY_SCORES, entry_node_matrix, entry_scores
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.graph.query_aids import seed_rows
@@ -36,39 +36,6 @@ LINKING = ("fact", "ner")
 PASSAGE_SEEDS = ("dense", "dense+bm25")
 #: passage seed weight by linking mode when none is given (HippoRAG 2 / HippoRAG v1)
 DEFAULT_PASSAGE_WEIGHT = {"fact": 0.05, "ner": 0.05}
-
-
-ENTRY_SCORES = ("max", "mean", "entity")
-
-
-def entry_node_matrix(pool: Pool, graph: EntityGraph, *, with_entity: bool = True) -> sp.csr_matrix:
-    """``(n_entries, n_nodes)``: row ``i`` averages the graph nodes entry ``i`` covers
-    (its passages, plus with ``with_entity`` its entity for an aggregate); entries covering
-    none are zero."""
-    rows, cols, vals = [], [], []
-    passage_node = graph.passage_index
-    for i, entry in enumerate(pool.entries):
-        nodes = {passage_node[p] for p in entry.passages if p in passage_node}
-        entity = graph.entity_node(entry.entity) if with_entity and entry.entity is not None else None
-        if entity is not None:
-            nodes.add(entity)
-        for node in sorted(nodes):
-            rows.append(i)
-            cols.append(node)
-            vals.append(1.0 / len(nodes))
-    return sp.csr_matrix((vals, (rows, cols)), shape=(len(pool), graph.n_nodes))
-
-
-def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix, how: str) -> np.ndarray:
-    """Scores ``(n_entries, n_queries)`` of pool entries from node mass ``(n_nodes, n_queries)``:
-    ``max`` = the mass of the entry's best passage, ``mean``/``entity`` = the mean over its nodes."""
-    if how != "max":
-        return np.asarray(nodes @ mass)
-    out = np.zeros((nodes.shape[0], mass.shape[1]))
-    nonempty = np.flatnonzero(np.diff(nodes.indptr))
-    if nonempty.size:
-        out[nonempty] = np.maximum.reduceat(mass[nodes.indices], nodes.indptr[nonempty], axis=0)
-    return out
 
 
 class PPRRetriever(Closing):
@@ -92,6 +59,8 @@ class PPRRetriever(Closing):
         bm25_share: BM25's share of the passage seed score.
         entry_score: ``mean`` (the mean mass of its passages; the default), ``max`` (its
             best passage) or ``entity`` (the mean over its passages and its entity node).
+        bridge, bridge_settings: query-conditioned bridging through propositions
+            (:class:`~sirerag.graph.bridging.PropositionBridge`), for ``ner`` linking; off when None.
     """
 
     name = "ppr"
@@ -102,7 +71,8 @@ class PPRRetriever(Closing):
                  passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5,
                  surface: bool = True, passage_seeds: str = "dense+bm25", bm25_share: float = 0.5,
                  entry_score: str = "mean", surface_forms: Sequence[tuple[str, int]] | None = None,
-                 seeds_lexical: Any | None = None) -> None:
+                 seeds_lexical: Any | None = None, bridge: Any | None = None,
+                 bridge_settings: Any | None = None) -> None:
         check(linking in LINKING, "linking", linking, f"one of {LINKING}")
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
         weight = DEFAULT_PASSAGE_WEIGHT[linking] if passage_weight is None else float(passage_weight)
@@ -147,6 +117,11 @@ class PPRRetriever(Closing):
                                       None if seeds_lexical is not None else [pool.entries[i].text for i in rows],
                                       lexical=seeds_lexical)
         self.fallbacks = 0
+        self.bridge, self.bridge_settings = bridge, bridge_settings
+        if bridge is not None:
+            from sirerag.graph.bridging import node_specificity
+
+            self._specificity = node_specificity(graph.entity_passages)
 
     # -- linking ---------------------------------------------------------------------------------
     def passage_scores(self, entry_scores: np.ndarray) -> np.ndarray:
@@ -177,9 +152,11 @@ class PPRRetriever(Closing):
             flat = [e for ents in found for e in ents]
             emb = self.embedder.encode_documents(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
             out, start = [], 0
-            for ents, m in zip(found, matched):
-                out.append(surface_seeds(self.graph, [(x.text, x.node) for x in m], ents,
-                                         emb[start:start + len(ents)]))
+            for ents, m, vector in zip(found, matched, query_embeddings):
+                seeds = surface_seeds(self.graph, [(x.text, x.node) for x in m], ents, emb[start:start + len(ents)])
+                if self.bridge is not None:
+                    self.bridge.add_to(self._specificity, seeds, vector, self.bridge_settings)
+                out.append(seeds)
                 start += len(ents)
             return out
         candidates = [top_facts(self.graph, q, self.top_facts) for q in query_embeddings]
@@ -250,18 +227,23 @@ def build_tagger(index: Any, counts: dict[str, dict[str, int]] | None = None) ->
 
 
 def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,
-         tagger: Callable[[str], Sequence[str]] | None = None, **options: Any) -> PPRRetriever:
+         tagger: Callable[[str], Sequence[str]] | None = None, bridge_hops: int | None = None,
+         bridge_top: int | None = None, bridge_threshold: float | None = None, bridge_weight: float | None = None,
+         **options: Any) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
     as ``hf:smollm2``, for the recognition filter of ``fact`` linking; calls are cached in
     ``<index>/cache/llm``), ``damping``, ``tol``, ``max_iter`` (default: the values
     recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``,
-    ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`).
+    ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`);
+    ``bridge_hops`` (0 = off, the default), ``bridge_top``, ``bridge_threshold``, ``bridge_weight``:
+    query-conditioned bridging through propositions (:mod:`sirerag.graph.bridging`, ``ner`` linking).
 
     Raises:
         IndexFormatError: the index has no entity graph.
     """
+    from sirerag.graph.bridging import BridgeSettings, load_bridge
     from sirerag.graph.query_aids import load_seeds_bm25, load_surface_forms, load_tagger_counts
     from sirerag.graph.store import GRAPH_DIR, load_graph
     from sirerag.graph.surface import MIN_FORM_CHARS
@@ -271,7 +253,8 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
         raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
     with index.reading():  # graph/ of the commit the pool came from, or IndexChangedError
         index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
-        graph, meta = load_graph(folder, facts=linking == "fact")  # facts serve fact linking only
+        settings_b = BridgeSettings.from_options(bridge_hops, bridge_top, bridge_threshold, bridge_weight)
+        graph, meta = load_graph(folder, facts=linking == "fact" or settings_b.hops > 0)  # facts: linking, bridging
     aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))
     kwargs = {name: options[name] if options.get(name) is not None else settings[name]
@@ -298,4 +281,7 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
         from sirerag.llm.factory import load_llm
 
         fact_filter = load_llm(fact_filter, cache_dir=index.path / "cache" / "llm")
+    if settings_b.hops > 0 and linking == "ner":
+        kwargs["bridge"], kwargs["bridge_settings"] = load_bridge(index, graph, embedder), settings_b
     return PPRRetriever(graph, index.pool, embedder, linking=linking, tagger=tagger, llm=fact_filter, **kwargs)
+

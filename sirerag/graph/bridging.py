@@ -1,0 +1,165 @@
+"""Query-conditioned bridging through propositions: PPR's second hop, without an LLM.
+
+A multi-hop question names its first entity ("the director of *Sleep, My Love*") and the relation that
+leads to the second ("director of"). The relation words are in the propositions that name both entities
+("Sleep, My Love was directed by Douglas Sirk"). So, from the query's linked seed entities:
+
+1. take the propositions (graph facts) that name an entity of the frontier (the seeds at hop 1);
+2. score them by cosine with the query (each proposition is embedded once at build time);
+3. keep the ``top`` best at or above ``threshold``; every other entity they name is *bridged*, with
+   activation ``parent activation x cosine`` (seeds start at 1);
+4. the bridged entities are the next frontier, for ``hops`` hops.
+
+The retriever adds each bridged entity to PageRank's reset vector with weight
+``weight x cosine x min(specificity, weight of the entity it came from)`` (specificity = 1 / passages of
+the entity, as for seeds): the passages of the entity the question's relation points to get mass, not
+those of every entity that co-occurs with the seed, and a bridge never outweighs the seed it came from.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from sirerag.core.errors import check
+from sirerag.graph.build import EntityGraph, GraphFact
+from sirerag.graph.linking import Bridge, Seeds
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BridgeSettings:
+    """How far and how wide bridging goes (``hops`` 0 turns it off)."""
+
+    hops: int = 0
+    top: int = 3
+    threshold: float = 0.0
+    weight: float = 0.5
+
+    @classmethod
+    def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,
+                     weight: float | None = None) -> "BridgeSettings":
+        """Settings from retriever options (None: the default), validated."""
+        given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight}
+        settings = cls(**{k: v for k, v in given.items() if v is not None})
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        check(isinstance(self.hops, int) and not isinstance(self.hops, bool) and 0 <= self.hops <= 3,
+              "bridge_hops", self.hops, "an integer from 0 to 3")
+        check(isinstance(self.top, int) and not isinstance(self.top, bool) and self.top >= 1,
+              "bridge_top", self.top, "an integer >= 1")
+        check(isinstance(self.threshold, (int, float)) and -1.0 <= self.threshold <= 1.0,
+              "bridge_threshold", self.threshold, "a number in [-1, 1]")
+        check(isinstance(self.weight, (int, float)) and self.weight > 0, "bridge_weight", self.weight,
+              "a number > 0")
+
+
+class PropositionBridge:
+    """Bridging over the graph's facts.
+
+    Args:
+        facts: the graph's facts (propositions with their entity nodes).
+        vectors: ``(len(facts), dim)`` L2-normalised proposition vectors, row ``i`` for ``facts[i]``.
+        n_entities: entity nodes of the graph.
+    """
+
+    def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, n_entities: int) -> None:
+        if len(vectors) != len(facts):
+            raise ValueError(f"{len(vectors)} proposition vectors for {len(facts)} graph facts")
+        self.facts, self.vectors = facts, np.asarray(vectors, dtype=np.float32)
+        rows = [e for f in facts for e in dict.fromkeys(f.entities)]
+        cols = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
+        self.entity_facts = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
+                                          shape=(n_entities, len(facts)))
+
+    def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
+        """The entities reached from ``seeds`` (entity nodes), strongest activation per entity."""
+        query = np.asarray(query_vector, dtype=np.float32)
+        frontier = {int(n): 1.0 for n in seeds}
+        visited = set(frontier)
+        found: list[Bridge] = []
+        for hop in range(1, settings.hops + 1):
+            if not frontier:
+                break
+            nodes = np.fromiter(frontier, dtype=np.int64)
+            candidates = np.unique(self.entity_facts[nodes].indices)
+            # only propositions that lead somewhere new compete for the ``top`` places
+            candidates = candidates[[any(e not in visited for e in self.facts[int(c)].entities) for c in candidates]]
+            if candidates.size == 0:
+                break
+            scores = self.vectors[candidates] @ query
+            order = np.argsort(-scores, kind="stable")[:settings.top]
+            reached: dict[int, Bridge] = {}
+            for j in order:
+                score = float(scores[j])
+                if score < settings.threshold:
+                    break
+                fact = self.facts[int(candidates[j])]
+                via = max((e for e in fact.entities if e in frontier), key=lambda e: (frontier[e], -e))
+                activation = frontier[via] * score
+                for node in fact.entities:
+                    if node in visited:
+                        continue
+                    if node not in reached or activation > reached[node].score * frontier[reached[node].via]:
+                        reached[node] = Bridge(node=node, hop=hop, via=via, text=fact.text, score=score)
+            frontier = {n: frontier[b.via] * b.score for n, b in reached.items()}
+            visited |= set(reached)
+            found += reached.values()
+        return found
+
+    def add_to(self, graph_specificity: np.ndarray, seeds: Seeds, query_vector: np.ndarray,
+               settings: BridgeSettings) -> None:
+        """Bridge from ``seeds``' entities and add the bridged entities to them (in place)."""
+        if settings.hops <= 0 or not seeds.entities:
+            return
+        found = self.bridges(query_vector, list(seeds.entities), settings)
+        # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
+        for bridge in found:
+            parent = seeds.entities.get(bridge.via, 0.0)
+            gain = settings.weight * bridge.score * min(float(graph_specificity[bridge.node]), parent)
+            seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain
+        seeds.bridges = found
+
+
+def node_specificity(entity_passages: np.ndarray) -> np.ndarray:
+    """``1 / passages`` of every entity node (1 for an entity in no passage), as :func:`specificity`."""
+    return 1.0 / np.maximum(np.asarray(entity_passages, dtype=np.float64), 1.0)
+
+
+
+def fact_vectors(facts: Sequence[GraphFact], stored: np.ndarray, rows: dict[str, np.ndarray] | None,
+                 embed: Any) -> np.ndarray:
+    """The vector of every graph fact: the graph's stored fact embeddings when they cover the facts, else
+    the index's proposition rows by proposition id (``rows``), else ``embed(texts)`` for what is missing."""
+    if len(stored) == len(facts) and len(facts):
+        return np.asarray(stored, dtype=np.float32)
+    known = rows or {}
+    missing = [i for i, f in enumerate(facts) if f.id not in known]
+    fresh = np.asarray(embed([facts[i].text for i in missing]), dtype=np.float32) if missing else None
+    out: list[np.ndarray] = []
+    fresh_row = {i: r for r, i in enumerate(missing)}
+    for i, fact in enumerate(facts):
+        out.append(known[fact.id] if fact.id in known else fresh[fresh_row[i]])
+    return np.vstack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
+
+
+def load_bridge(index: Any, graph: EntityGraph, embedder: Any) -> PropositionBridge:
+    """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
+    where it has them; facts without a stored vector are embedded now (with a warning)."""
+    from sirerag.trees.proposition_vectors import load_proposition_vectors
+
+    props = list(index.propositions())
+    with index.reading():  # the vectors of the loaded commit
+        stored = load_proposition_vectors(index.path, len(props))
+    rows = {p.id: r for p, r in zip(props, stored)} if stored is not None else None
+    if rows is None and len(graph.fact_embeddings) != len(graph.facts):
+        logger.warning("%s: no stored proposition vectors; embedding %d facts for bridging (rebuild the index to "
+                       "store them)", index.path, len(graph.facts))
+    vectors = fact_vectors(graph.facts, graph.fact_embeddings, rows, embedder.encode_documents)
+    return PropositionBridge(graph.facts, vectors, graph.n_entities)

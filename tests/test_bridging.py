@@ -1,0 +1,95 @@
+"""Query-conditioned bridging through propositions (sirerag.graph.bridging): which entities a query reaches
+from its seeds, hop by hop, through the propositions that best match it, and the reset weights they get."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sirerag.core.errors import ConfigError
+from sirerag.graph.bridging import BridgeSettings, PropositionBridge, fact_vectors, node_specificity
+from sirerag.graph.build import GraphFact
+from sirerag.graph.linking import Seeds
+
+# entities: 0 film, 1 director, 2 actor, 3 spouse, 4 city
+FACTS = [
+    GraphFact("f0", "The film was directed by the director.", "p0", (0, 1)),
+    GraphFact("f1", "The film stars the actor.", "p0", (0, 2)),
+    GraphFact("f2", "The director married the spouse.", "p1", (1, 3)),
+    GraphFact("f3", "The actor was born in the city.", "p2", (2, 4)),
+]
+
+
+def _unit(*values: float) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+#: the query is "who is the spouse of the director of the film": close to f0, then f2
+QUERY = _unit(1.0, 1.0, 0.0)
+VECTORS = np.stack([_unit(1.0, 0.2, 0.0), _unit(0.0, 0.1, 1.0), _unit(0.2, 1.0, 0.0), _unit(0.0, 0.0, 1.0)])
+
+
+@pytest.fixture
+def bridge():
+    return PropositionBridge(FACTS, VECTORS, n_entities=5)
+
+
+def test_one_hop_follows_the_proposition_that_matches_the_query(bridge):
+    found = bridge.bridges(QUERY, [0], BridgeSettings(hops=1, top=1))
+    assert [(b.node, b.hop, b.via, b.text) for b in found] == [(1, 1, 0, FACTS[0].text)]
+    assert found[0].score == pytest.approx(float(VECTORS[0] @ QUERY))
+
+
+def test_two_hops_reach_the_second_entity_and_never_revisit(bridge):
+    found = bridge.bridges(QUERY, [0], BridgeSettings(hops=2, top=1))
+    assert [(b.node, b.hop, b.via) for b in found] == [(1, 1, 0), (3, 2, 1)]
+    wide = bridge.bridges(QUERY, [0], BridgeSettings(hops=2, top=4))
+    assert sorted(b.node for b in wide) == [1, 2, 3, 4] and 0 not in {b.node for b in wide}
+    assert {b.node: b.hop for b in wide}[1] == 1
+
+
+def test_the_threshold_keeps_weak_propositions_out(bridge):
+    cut = float(VECTORS[0] @ QUERY) - 1e-3
+    found = bridge.bridges(QUERY, [0], BridgeSettings(hops=1, top=4, threshold=cut))
+    assert [b.node for b in found] == [1]
+    assert bridge.bridges(QUERY, [0], BridgeSettings(hops=1, top=4, threshold=0.999)) == []
+
+
+def test_bridged_entities_get_weight_cosine_and_the_smaller_of_specificity_and_parent_weight(bridge):
+    seeds = Seeds(entities={0: 0.5})
+    specificity = node_specificity(np.array([2, 4, 1, 2, 1]))
+    bridge.add_to(specificity, seeds, QUERY, BridgeSettings(hops=2, top=1, weight=0.5))
+    s0, s2 = float(VECTORS[0] @ QUERY), float(VECTORS[2] @ QUERY)
+    assert seeds.entities[0] == 0.5
+    assert seeds.entities[1] == pytest.approx(0.5 * s0 * 0.25)
+    # a bridge never outweighs the entity it came from: entity 3 (specificity 0.5) gets its parent's weight
+    assert seeds.entities[3] == pytest.approx(0.5 * s2 * seeds.entities[1])
+    assert [b.node for b in seeds.bridges] == [1, 3]
+    off = Seeds(entities={0: 0.5})
+    bridge.add_to(specificity, off, QUERY, BridgeSettings(hops=0))
+    assert off.entities == {0: 0.5} and off.bridges == []
+
+
+def test_fact_vectors_come_from_stored_rows_then_embedding():
+    rows = {"f0": VECTORS[0], "f2": VECTORS[2]}
+    asked = []
+
+    def embed(texts):
+        asked.extend(texts)
+        return np.stack([VECTORS[[f.text for f in FACTS].index(t)] for t in texts])
+
+    out = fact_vectors(FACTS, np.zeros((0, 3), np.float32), rows, embed)
+    assert np.allclose(out, VECTORS) and asked == [FACTS[1].text, FACTS[3].text]
+    assert np.allclose(fact_vectors(FACTS, VECTORS, None, embed), VECTORS) and len(asked) == 2
+
+
+def test_settings_are_checked():
+    with pytest.raises(ConfigError, match="bridge_hops"):
+        BridgeSettings.from_options(hops=4)
+    with pytest.raises(ConfigError, match="bridge_top"):
+        BridgeSettings.from_options(hops=1, top=0)
+    with pytest.raises(ConfigError, match="bridge_weight"):
+        BridgeSettings.from_options(hops=1, weight=0.0)
+    assert BridgeSettings.from_options(hops=2) == BridgeSettings(hops=2)
+    with pytest.raises(ValueError, match="3 proposition vectors for 4 graph facts"):
+        PropositionBridge(FACTS, VECTORS[:3], n_entities=5)
