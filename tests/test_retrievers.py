@@ -101,8 +101,11 @@ def test_unknown_retriever_lists_the_choices():
 class _Index:
     """Just enough of an index for choosing and checking retrievers."""
 
-    def __init__(self, graph: bool) -> None:
+    def __init__(self, graph: bool, linked_titles: int | None = None, passages: int = 100) -> None:
         self.graph = graph
+        stats = {"passage_nodes": passages} if linked_titles is None else \
+            {"passage_nodes": passages, "linked_titles": linked_titles}
+        self.manifest = {"components": {"graph": {"stats": stats}} if graph else {}}
 
     def component(self, name):
         return "graph" if self.graph and name == "graph" else None
@@ -121,6 +124,35 @@ def test_default_retriever_skips_what_the_index_cannot_serve(monkeypatch):
     assert retrievers.default_retriever(_Index(graph=False)) == ("dense+bm25", {})
     if importlib.util.find_spec("ahocorasick") is not None:
         assert retrievers.default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {"linking": "ner"})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ahocorasick") is None, reason="the ppr extra is not installed")
+def test_the_default_fits_the_corpus_shape():
+    import sirerag.retrievers as retrievers
+
+    # titles that other passages name (Wikipedia paragraphs): PPR; files titled by their paths: dense
+    assert retrievers.default_retriever(_Index(graph=True, linked_titles=18)) == ("ppr", {"linking": "ner"})
+    assert retrievers.default_retriever(_Index(graph=True, linked_titles=5)) == ("ppr", {"linking": "ner"})
+    assert retrievers.default_retriever(_Index(graph=True, linked_titles=4)) == ("dense", {})
+    assert retrievers.default_retriever(_Index(graph=True, linked_titles=0)) == ("dense", {})
+    # a graph built before the measure keeps PPR
+    assert retrievers.default_retriever(_Index(graph=True, linked_titles=None)) == ("ppr", {"linking": "ner"})
+
+
+def test_the_graph_counts_titles_named_by_other_passages():
+    from sirerag.core.types import Proposition
+    from sirerag.graph.build import build_graph
+
+    def prop(doc: str, i: int, *entities: str) -> Proposition:
+        return Proposition(id=f"{doc}-{i}", text=" ".join(entities), entities=entities, chunk_id=f"{doc}c",
+                           doc_id=doc, index=i)
+
+    props = [prop("p0", 0, "Ada Lovelace", "Charles Babbage"), prop("p1", 0, "Charles Babbage", "London"),
+             prop("p2", 0, "London", "Thames"), prop("p3", 0, "Notes", "README")]
+    graph = build_graph(["p0", "p1", "p2", "p3"], props,
+                        titles=["Ada Lovelace", "Charles Babbage", "London", "notes/readme.md"], embedder=None)
+    # Babbage (named in p0) and London (named in p2... and p1) link; Ada is named only in her own passage
+    assert graph.stats["linked_titles"] == 2
 
 
 def test_unknown_options_are_errors_listing_the_valid_ones():

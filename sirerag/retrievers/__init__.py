@@ -32,13 +32,30 @@ DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
+#: PPR leads only where the graph links passages: at least this share of the passages must have a title
+#: that other passages' propositions name (the graph's ``linked_titles``). Entity-centric corpora (Wikipedia
+#: paragraphs: 17-19% on the bench corpora) clear it; a folder of files titled by their paths has none, and
+#: there dense retrieval finds what PPR misses (docs/ppr.md, "A default that fits the corpus").
+MIN_LINKED_TITLES = 0.05
+
+
+def graph_links_passages(index: Any) -> bool:
+    """True when the index's graph links passages through their titles (:data:`MIN_LINKED_TITLES`), or when its
+    graph predates the measure."""
+    stats = (index.manifest.get("components", {}).get("graph") or {}).get("stats") or {}
+    if "linked_titles" not in stats or not stats.get("passage_nodes"):
+        return True
+    return stats["linked_titles"] / stats["passage_nodes"] >= MIN_LINKED_TITLES
+
+
 def default_retriever(index: Any) -> tuple[str, dict[str, Any]]:
-    """``(name, options)`` of the retriever used when none is asked for: the first of
-    :data:`DEFAULTS` the index can serve (a PPR retriever needs a graph and the ``ppr`` extra)."""
+    """``(name, options)`` of the retriever used when none is asked for: the first of :data:`DEFAULTS` the
+    index can serve (a PPR retriever needs a graph that links passages, :func:`graph_links_passages`, and
+    the ``ppr`` extra)."""
     has_graph = index.component("graph") is not None
     for name, options in DEFAULTS:
         if "ppr" in name.split("+"):
-            if not has_graph or importlib.util.find_spec("ahocorasick") is None:
+            if not has_graph or importlib.util.find_spec("ahocorasick") is None or not graph_links_passages(index):
                 continue
         return name, dict(options)
     return DEFAULTS[-1][0], dict(DEFAULTS[-1][1])
