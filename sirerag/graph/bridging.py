@@ -39,12 +39,13 @@ class BridgeSettings:
     top: int = 3
     threshold: float = 0.0
     weight: float = 0.5
+    max_seeds: int = 0
 
     @classmethod
     def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,
-                     weight: float | None = None) -> "BridgeSettings":
+                     weight: float | None = None, max_seeds: int | None = None) -> "BridgeSettings":
         """Settings from retriever options (None: the default), validated."""
-        given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight}
+        given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds}
         settings = cls(**{k: v for k, v in given.items() if v is not None})
         settings.validate()
         return settings
@@ -58,6 +59,8 @@ class BridgeSettings:
               "bridge_threshold", self.threshold, "a number in [-1, 1]")
         check(isinstance(self.weight, (int, float)) and self.weight > 0, "bridge_weight", self.weight,
               "a number > 0")
+        check(isinstance(self.max_seeds, int) and not isinstance(self.max_seeds, bool) and self.max_seeds >= 0,
+              "bridge_max_seeds", self.max_seeds, "an integer >= 0 (0: any number of seeds)")
 
 
 class PropositionBridge:
@@ -118,6 +121,8 @@ class PropositionBridge:
         """Bridge from ``seeds``' entities and add the bridged entities to them (in place)."""
         if settings.hops <= 0 or not seeds.entities:
             return
+        if settings.max_seeds and len(seeds.entities) > settings.max_seeds:
+            return  # a question naming several entities asks about them, not about what they lead to
         found = self.bridges(query_vector, list(seeds.entities), settings)
         # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
         for bridge in found:

@@ -229,7 +229,7 @@ def build_tagger(index: Any, counts: dict[str, dict[str, int]] | None = None) ->
 def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,
          tagger: Callable[[str], Sequence[str]] | None = None, bridge_hops: int | None = None,
          bridge_top: int | None = None, bridge_threshold: float | None = None, bridge_weight: float | None = None,
-         **options: Any) -> PPRRetriever:
+         bridge_max_seeds: int | None = None, **options: Any) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
@@ -237,7 +237,8 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
     ``<index>/cache/llm``), ``damping``, ``tol``, ``max_iter`` (default: the values
     recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``,
     ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`);
-    ``bridge_hops`` (0 = off, the default), ``bridge_top``, ``bridge_threshold``, ``bridge_weight``:
+    ``bridge_hops`` (0 = off, the default), ``bridge_top``, ``bridge_threshold``, ``bridge_weight``,
+    ``bridge_max_seeds``:
     query-conditioned bridging through propositions (:mod:`sirerag.graph.bridging`, ``ner`` linking).
 
     Raises:
@@ -253,7 +254,8 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
         raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
     with index.reading():  # graph/ of the commit the pool came from, or IndexChangedError
         index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
-        settings_b = BridgeSettings.from_options(bridge_hops, bridge_top, bridge_threshold, bridge_weight)
+        settings_b = BridgeSettings.from_options(bridge_hops, bridge_top, bridge_threshold, bridge_weight,
+                                                 bridge_max_seeds)
         graph, meta = load_graph(folder, facts=linking == "fact" or settings_b.hops > 0)  # facts: linking, bridging
     aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))

@@ -23,7 +23,8 @@ OPTIONS: dict[str, frozenset[str]] = {
                           "rebuild"}),
     "ppr": frozenset({"embedder", "linking", "fact_filter", "tagger", "damping", "tol", "max_iter",
                       "passage_weight", "top_facts", "top_entities", "surface", "passage_seeds", "bm25_share",
-                      "entry_score", "bridge_hops", "bridge_top", "bridge_threshold", "bridge_weight"}),
+                      "entry_score", "bridge_hops", "bridge_top", "bridge_threshold", "bridge_weight",
+                      "bridge_max_seeds"}),
 }
 
 
