@@ -56,7 +56,7 @@ class BM25Retriever(Closing):
 
 
 def _reading(index: Any) -> Any:
-    """``index.reading()`` of a loaded :class:`~sirerag.pool.store.Index` (objects without it read as they are)."""
+    """``index.reading()`` of a loaded :class:`~sirerag.pool.store.LoadedIndex` (objects without it read as they are)."""
     reading = getattr(index, "reading", None)
     return reading() if reading is not None else contextlib.nullcontext()
 
@@ -67,7 +67,8 @@ def load(index: Any, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene"
     entries = index.pool.entries
     ids = [e.id for e in entries]
     stored = index.component("bm25")
-    info = index.manifest.get("components", {}).get("bm25", {})
+    component = index.manifest.component("bm25")
+    info = component.info if component is not None else {}
     wanted = {"k1": float(k1), "b": float(b), "method": method, "stopwords": True}
     if stored is not None and info.get("documents", len(ids)) != len(ids):
         logger.info("the stored BM25 index covers %s entries and this pool has %d (a filtered pool); "

@@ -71,8 +71,7 @@ def index_embedder(index: Any, embedder: Any | None = None) -> Any:
         return embedder
     from sirerag.embedding import load_query_embedder
 
-    info = index.manifest.get("embedder", {})
-    spec = info.get("load_spec") or info.get("spec")
+    spec = index.manifest.embedder.loads_as if index.manifest.embedder is not None else None
     if not spec:
         raise IndexFormatError(f"{index.path}: manifest names no embedder; pass one explicitly")
     return load_query_embedder(spec, show_progress=False)

@@ -243,7 +243,7 @@ def build_tagger(index: Any, counts: dict[str, dict[str, int]] | None = None) ->
     from ``counts`` (its fitted state, stored with the graph)."""
     from sirerag.extraction.offline import offline_extractor
 
-    ner = index.manifest.get("config", {}).get("extraction", {}).get("ner", "rules")
+    ner = index.manifest.build_config(source=index.path / "manifest.json").extraction.ner
     if counts is None and not ner.startswith("spacy:"):
         logger.info("%s: no stored tagger counts (an older build); fitting the tagger on the chunks", index.path)
     return offline_extractor(ner, lambda: (c.text for c in index.chunks()), counts=counts).tag

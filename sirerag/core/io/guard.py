@@ -158,8 +158,8 @@ def check_index_out(out: str | Path, *, keep: tuple[str, ...] = UNLISTED, option
             manifest = parse_manifest(resolved)
         except IndexFormatError as exc:
             raise ConfigError(f"{option} {out} is not a sirerag index ({exc}); choose a new or empty folder") from None
-        files = manifest.get("files")
-        allowed |= {MANIFEST} | ({rel.split("/")[0] for rel in files} if isinstance(files, dict) else LEGACY_NAMES)
+        allowed |= {MANIFEST} | ({rel.split("/")[0] for rel in manifest.files} if manifest.lists_files
+                                 else LEGACY_NAMES)
     foreign = _foreign(names, allowed)
     if foreign:
         kind = "a sirerag index that also holds" if MANIFEST in names else "not a sirerag index; it holds"
@@ -272,10 +272,10 @@ def check_cache_dir(cache: str | Path, *, index: str | Path | None = None, optio
 def parent_files(index: Path) -> set[str]:
     """Top-level names the manifest of ``index`` lists."""
     try:
-        files = parse_manifest(index).get("files")
+        manifest = parse_manifest(index)
     except IndexFormatError:
         return set(LEGACY_NAMES)
-    return {rel.split("/")[0] for rel in files} | {MANIFEST} if isinstance(files, dict) else set(LEGACY_NAMES)
+    return {rel.split("/")[0] for rel in manifest.files} | {MANIFEST} if manifest.lists_files else set(LEGACY_NAMES)
 
 
 def check_file_outs(outputs: dict[str, Any], *, inputs: Iterable[Any] = ()) -> dict[str, Path | None]:
