@@ -216,7 +216,6 @@ def load(
     checkpoint: str | None = None,
     query_maxlen: int | None = None,
     timeout: float = SEARCH_TIMEOUT,
-    **_: Any,
 ) -> ColBERTRetriever:
     """ColBERT retriever over the ColBERT index built for ``checkpoint``.
 
