@@ -130,7 +130,8 @@ class Index:
 
     @property
     def loaded(self) -> LoadedIndex:
-        """The underlying :class:`sirerag.pool.store.LoadedIndex` (for :func:`~sirerag.retrievers.load_retriever` & co)."""
+        """The underlying :class:`sirerag.pool.store.LoadedIndex` (for
+        :func:`~sirerag.retrievers.load_retriever` & co)."""
         return self._loaded
 
     def __len__(self) -> int:

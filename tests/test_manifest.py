@@ -1,6 +1,7 @@
 """The typed manifest (issue 27): ``Manifest.from_dict``/``to_dict`` give back a built and an updated index's
 ``manifest.json`` key for key, in order (so older sirerag versions still read what this one writes); a field
-of the wrong type stops the load with one line naming the file and the field; unknown fields are kept; and no
+of the wrong type stops the load with one line naming the file and the field (a build may still replace that
+index); unknown fields are kept; and no
 module of ``sirerag/`` outside ``sirerag/core/io/manifest/`` reads a manifest as a raw dict (an AST check,
 with a test that it catches what it must)."""
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sirerag.core.errors import IndexFormatError
+from sirerag.core.io.guard import check_index_out
 from sirerag.core.io.manifest import Component, Drift, EmbedderRecord, FileRecord, Manifest, read_manifest
 from sirerag.pool.store import load_index
 
@@ -168,3 +170,4 @@ def test_a_bad_field_stops_the_load_with_one_line_naming_it(built, tmp_path, cha
     with pytest.raises(IndexFormatError, match=rf"^{index / 'manifest.json'}: {message}") as caught:
         load_index(index)
     assert "\n" not in str(caught.value)
+    assert check_index_out(index) == index.resolve()  # a build may still replace it: the files it lists are its own

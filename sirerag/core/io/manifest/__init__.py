@@ -15,7 +15,7 @@ from __future__ import annotations
 from sirerag.core.io.checksums import (
     MANIFEST, SAMPLE_BLOCK, SAMPLE_BLOCKS, UNLISTED, file_record, file_records, npy_header, sample_digest)
 from sirerag.core.io.manifest.disk import (
-    check_files, check_sample, commit_id, parse_manifest, read_manifest, refresh_files, rewrite_manifest,
+    check_files, check_sample, commit_id, listed_names, parse_manifest, read_manifest, refresh_files, rewrite_manifest,
     sha256_matches, write_manifest)
 from sirerag.core.io.manifest.model import SECTIONS, Manifest
 from sirerag.core.io.manifest.records import (
@@ -24,6 +24,6 @@ from sirerag.core.io.manifest.records import (
 __all__ = [
     "FORMAT_MARKER", "FORMAT_VERSION", "HEADER", "MANIFEST", "SAMPLE_BLOCK", "SAMPLE_BLOCKS", "SECTIONS", "UNLISTED",
     "Component", "Corpus", "Drift", "EmbedderRecord", "FileRecord", "Manifest", "check_files", "check_sample",
-    "commit_id", "file_record", "file_records", "npy_header", "parse_manifest", "read_manifest", "refresh_files",
+    "commit_id", "file_record", "listed_names", "file_records", "npy_header", "parse_manifest", "read_manifest", "refresh_files",
     "rewrite_manifest", "sample_digest", "sha256_matches", "write_manifest",
 ]

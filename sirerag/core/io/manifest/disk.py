@@ -75,6 +75,18 @@ def parse_manifest(directory: str | Path) -> Manifest:
     """The manifest, whatever its version (of another version: its header and files only);
     IndexFormatError when it is missing, not JSON, not written by sirerag (no format marker and no
     ``format_version``) or a field is not of its type (the message names it)."""
+    return Manifest.from_dict(_raw(directory), source=Path(directory) / MANIFEST)
+
+
+def listed_names(directory: str | Path) -> set[str] | None:
+    """The top-level names of the files a sirerag manifest lists (any version, whatever else it holds: what
+    the output guard lets a build replace); None when it lists none (format 1). IndexFormatError when the
+    folder holds no sirerag manifest."""
+    files = _raw(directory).get("files")
+    return {str(rel).split("/")[0] for rel in files} if isinstance(files, dict) else None
+
+
+def _raw(directory: str | Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST
     if not path.is_file():
         raise IndexFormatError(f"{directory} is not a sirerag index: {MANIFEST} is missing")
@@ -85,7 +97,7 @@ def parse_manifest(directory: str | Path) -> Manifest:
     if not isinstance(data, dict) or not (data.get("format") == FORMAT_MARKER or (
             isinstance(data.get("format_version"), int) and "sirerag_version" in data)):
         raise IndexFormatError(f"{path}: not a sirerag index manifest (no \"format\": \"{FORMAT_MARKER}\")")
-    return Manifest.from_dict(data, source=path)
+    return data
 
 
 def read_manifest(directory: str | Path) -> Manifest:
