@@ -12,13 +12,18 @@ from __future__ import annotations
 import logging
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
 from sirerag.core.config import BuildConfig
 from sirerag.core.config.sections import _SECTIONS
 from sirerag.core.errors import ConfigError, check
 from sirerag.retrievers.base import check_query
+
+if TYPE_CHECKING:
+    from sirerag.core.io.manifest import Manifest
+    from sirerag.core.types import Pool
+    from sirerag.pool.store import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +74,8 @@ class Index:
         path: the index directory.
     """
 
-    def __init__(self, loaded: Any) -> None:
-        self._loaded = loaded  # sirerag.pool.store.Index
+    def __init__(self, loaded: LoadedIndex) -> None:
+        self._loaded = loaded
         self._retrievers: dict[tuple[str | None, str], Any] = {}
         self._documents: dict[str, Any] | None = None
 
@@ -114,17 +119,19 @@ class Index:
         return self._loaded.path
 
     @property
-    def manifest(self) -> dict[str, Any]:
+    def manifest(self) -> Manifest:
+        """The typed :class:`~sirerag.core.io.manifest.Manifest` (``.to_dict()``: the JSON of ``manifest.json``)."""
         return self._loaded.manifest
 
     @property
-    def pool(self) -> Any:
+    def pool(self) -> Pool:
         """The :class:`~sirerag.core.types.Pool` (entries and embeddings)."""
         return self._loaded.pool
 
     @property
-    def loaded(self) -> Any:
-        """The underlying :class:`sirerag.pool.store.Index` (for :func:`~sirerag.retrievers.load_retriever` & co)."""
+    def loaded(self) -> LoadedIndex:
+        """The underlying :class:`sirerag.pool.store.LoadedIndex` (for
+        :func:`~sirerag.retrievers.load_retriever` & co)."""
         return self._loaded
 
     def __len__(self) -> int:
@@ -179,7 +186,7 @@ class Index:
         if self._documents is None:  # titles of the leaves' documents (an index may have been written without)
             from sirerag.pool.store import DOCUMENTS
 
-            has = DOCUMENTS in (self._loaded.manifest.get("files") or {})
+            has = DOCUMENTS in self._loaded.manifest.files
             self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
         return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents)
 

@@ -103,7 +103,7 @@ def tiny(tmp_path_factory, colbert_env):
     with pytest.raises(ConfigError, match=r"has no ColBERT index for this checkpoint .*build it with: "
                                           r"sirerag index .* --colbert "):
         load_retriever("colbert", load_index(index_dir), checkpoint=str(checkpoint))  # searching never builds
-    assert "colbert" not in load_index(index_dir).manifest.get("components", {})
+    assert load_index(index_dir).manifest.component("colbert") is None
     assert main(["index", str(index_dir), "--colbert", str(checkpoint)]) == 0
     retriever = load_retriever("colbert", load_index(index_dir), checkpoint=str(checkpoint))
     yield index_dir, checkpoint, retriever

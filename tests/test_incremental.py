@@ -19,6 +19,7 @@ from sirerag.cli.main import main
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import InputError
 from sirerag.core.io.corpus import load_corpus
+from sirerag.core.io.manifest import Manifest
 from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index
 from sirerag.pipeline.verify import verify_index
@@ -91,16 +92,15 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
     kept = [i for i, n in before.items() if n.kind == "summary" and i in pool]
     assert kept, "an add of 8 documents re-summarised every cluster"
     manifest = load_index(index).manifest
-    assert [h["command"] for h in manifest["history"]] == ["add"]
-    assert manifest["history"][0]["documents_added"] == 8
-    drift = manifest["drift"]
-    assert drift["leaves_removed"] == 0 and drift["share"] == round(drift["leaves_added"] /
-                                                                     drift["leaves_at_full_build"], 4) > 0
+    assert [h["command"] for h in manifest.history] == ["add"]
+    assert manifest.history[0]["documents_added"] == 8
+    drift = manifest.drift
+    assert drift.leaves_removed == 0 and drift.share == round(drift.leaves_added / drift.leaves_at_full_build, 4) > 0
     graph = json.loads((index / "graph" / "graph.json").read_text())["stats"]
     assert graph["passage_nodes"] == 40  # the graph was rebuilt over all documents
     pool_ids = set(pool)
-    assert drift["summaries_stale"] == len(manifest["staleness"]) > 0  # the default --refresh-threshold kept some
-    assert set(manifest["staleness"]) <= pool_ids
+    assert drift.summaries_stale == len(manifest.staleness) > 0  # the default --refresh-threshold kept some
+    assert set(manifest.staleness) <= pool_ids
     assert main(["stats", str(index)]) == 0
     out = capsys.readouterr().out
     assert f"{drift['share']:.1%} of its leaves (+{drift['leaves_added']} -0; 1 add/remove run(s))" in out
@@ -154,7 +154,7 @@ def test_remove_then_add_gives_back_the_same_ids_for_unchanged_nodes(corpora):
     assert level0 <= set(final)  # every leaf (re-added ones too) and every untouched aggregate: same id
     summaries = [i for i in untouched if base[i].kind == "summary"]
     assert summaries and sum(i in final for i in summaries) >= len(summaries) // 2
-    history = load_index(index).manifest["history"]
+    history = load_index(index).manifest.history
     assert [(h["command"], h["documents_removed"], h["documents_added"]) for h in history] == \
         [("remove", 4, 0), ("add", 0, 4)]
     assert sum(h["summaries_stale"] for h in history) > 0  # the round trip went through stale summaries
@@ -187,7 +187,7 @@ def test_plan_skips_same_text_updates_changed_text_and_names_unknown_ids():
     assert plan.removed == {"b", "c"}
     with pytest.raises(InputError, match=r"not in the index: x, y"):
         plan_changes(old, remove=["a", "x", "y"])
-    manifest: dict = {}
+    manifest = Manifest()
     record_change(manifest, command="add", plan=plan, leaves_before=10, leaves_added=2, leaves_removed=1,
                   summaries_written=3, chunks_extracted=2)
     drift = record_change(manifest, command="remove", plan=plan, leaves_before=99, leaves_added=0,
@@ -195,8 +195,8 @@ def test_plan_skips_same_text_updates_changed_text_and_names_unknown_ids():
                           stale_in_index=5, refresh_threshold=0.2)
     assert drift == {"leaves_at_full_build": 10, "leaves_added": 2, "leaves_removed": 3, "share": 0.5,
                      "summaries_stale": 5}
-    assert manifest["history"][1]["summaries_stale"] == 2 and manifest["history"][1]["refresh_threshold"] == 0.2
-    assert len(manifest["history"]) == 2
+    assert manifest.history[1]["summaries_stale"] == 2 and manifest.history[1]["refresh_threshold"] == 0.2
+    assert len(manifest.history) == 2 and manifest.drift.to_dict() == drift
 
 
 class _Embed:

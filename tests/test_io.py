@@ -59,8 +59,8 @@ def test_npy_round_trip_and_no_pickle(tmp_path):
 def test_manifest_version_is_checked(tmp_path):
     write_manifest(tmp_path, parameters={"k": 1})
     manifest = read_manifest(tmp_path)
-    assert manifest["format_version"] == FORMAT_VERSION and manifest["parameters"] == {"k": 1}
-    write_json(tmp_path / "manifest.json", {**manifest, "format_version": FORMAT_VERSION + 1})
+    assert manifest.format_version == FORMAT_VERSION and manifest.extra["parameters"] == {"k": 1}
+    write_json(tmp_path / "manifest.json", {**manifest.to_dict(), "format_version": FORMAT_VERSION + 1})
     with pytest.raises(IndexFormatError, match="format_version .* is not supported"):
         read_manifest(tmp_path)
     with pytest.raises(IndexFormatError, match="manifest.json is missing"):

@@ -1,6 +1,6 @@
 """A reader sees one committed index, and damaged arrays are found at load (issue 25, items 2 and 7).
 
-A loaded :class:`~sirerag.pool.store.Index` knows its commit; everything read later (BM25, the graph,
+A loaded :class:`~sirerag.pool.store.LoadedIndex` knows its commit; everything read later (BM25, the graph,
 chunks, documents) is checked to come from that commit, so an ``add`` that commits between the
 load and a later read gives "the index changed while it was being read" (one line and exit 1
 in the CLI), never a passage of one index under the score of another. The swap is made to

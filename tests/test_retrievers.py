@@ -1,9 +1,11 @@
 """Retrievers: BM25 against rank-bm25, exact dense cosine, top-k order and ties, the retriever registry, the
-default retriever, unknown options."""
+default retriever, unknown options (each retriever's options are the keywords of its ``load``: ColBERT's build
+settings, once silently ignored, are refused)."""
 from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -105,7 +107,10 @@ class _Index:
         self.graph = graph
         stats = {"passage_nodes": passages} if linked_titles is None else \
             {"passage_nodes": passages, "linked_titles": linked_titles}
-        self.manifest = {"components": {"graph": {"stats": stats}} if graph else {}}
+        from sirerag.core.io.manifest import FORMAT_VERSION, Manifest
+
+        self.manifest = Manifest.from_dict({"format_version": FORMAT_VERSION, "components": {"graph": {"type": "entity_graph", "path": "graph",
+                                                                     "stats": stats}} if graph else {}})
 
     def component(self, name):
         return "graph" if self.graph and name == "graph" else None
@@ -162,3 +167,43 @@ def test_unknown_options_are_errors_listing_the_valid_ones():
         load_retriever("dense", _Index(graph=False), linking="ner")
     with pytest.raises(ConfigError, match=r"\['k2'\]; valid: .*'fusion'.*'k1'"):
         load_retriever("dense+bm25", _Index(graph=False), k2=1.0)
+
+
+def test_the_options_of_a_retriever_are_the_keywords_of_its_load():
+    import inspect
+
+    from sirerag.retrievers import RETRIEVERS, options_of
+    from sirerag.retrievers.registry import loader
+
+    for name in RETRIEVERS:
+        parameters = inspect.signature(loader(name)).parameters.values()
+        assert not [p for p in parameters if p.kind is p.VAR_KEYWORD], f"{name}.load takes **kwargs"
+        assert options_of(name) == {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+    assert options_of("colbert") == {"checkpoint", "query_maxlen", "timeout"}
+    assert {"damping", "linking", "bm25_share", "entry_score", "tagger"} <= options_of("ppr")
+    assert options_of("bm25") == {"k1", "b", "method"} and options_of("dense") == {"embedder"}
+
+
+@pytest.mark.parametrize("option", ["nbits", "doc_maxlen", "rebuild", "build_timeout"])
+def test_colbert_refuses_its_build_settings_instead_of_ignoring_them(option):
+    """A search never builds (``sirerag index --colbert`` does): these were once taken and dropped. The check
+    comes before ColBERT is needed, so it holds without colbert-ai installed."""
+    valid = r"\['anchor', 'checkpoint', .*'query_maxlen', 'timeout'\]"
+    with pytest.raises(ConfigError, match=rf"retriever 'colbert' does not take option\(s\) \['{option}'\]; "
+                                          rf"valid: {valid}"):
+        load_retriever("colbert", _Index(graph=False), **{option: 2})
+    with pytest.raises(ConfigError, match=rf"retriever 'dense\+colbert' does not take option\(s\) \['{option}'\]"):
+        load_retriever("dense+colbert", _Index(graph=False), **{option: 2})
+
+
+def test_a_load_taking_kwargs_is_refused(monkeypatch):
+    import types
+
+    from sirerag.retrievers import registry
+
+    module = types.ModuleType("loose_retriever")
+    module.load = lambda index, *, k=1, **rest: None
+    monkeypatch.setitem(sys.modules, "loose_retriever", module)
+    monkeypatch.setitem(registry.RETRIEVERS, "loose", "loose_retriever")
+    with pytest.raises(TypeError, match=r"loose_retriever\.load takes \*\*rest: its options must be named"):
+        registry.options_of("loose")

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sirerag.cli.common import add_common, progress_enabled
 from sirerag.cli.search import add_retriever_options, retriever_options
+
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
 
 
 def register(sub: Any) -> None:
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _questions(args: argparse.Namespace, index: Any) -> list[Any]:
+def _questions(args: argparse.Namespace, index: LoadedIndex) -> list[Any]:
     """``--questions`` or ``--beir``; with ``--beir``, the gold ids must be passages of the index."""
     from sirerag.core.errors import InputError
     from sirerag.evaluation.retrieval import load_beir_questions, load_questions
@@ -98,7 +101,7 @@ def _questions(args: argparse.Namespace, index: Any) -> list[Any]:
     return questions
 
 
-def report_missing_gold(questions: Any, index: Any) -> dict[str, Any]:
+def report_missing_gold(questions: Any, index: LoadedIndex) -> dict[str, Any]:
     """Count (and say) the gold passage ids that are not passages of the index: they can only be misses."""
     known = {pid for entry in index.pool.entries for pid in entry.passages}
     missing = {q.id: [g for g in q.gold_passage_ids if g not in known] for q in questions}
@@ -140,7 +143,7 @@ def print_table(result: dict[str, Any]) -> None:
     print(f"  latency ms p50 {result['latency_ms_p50']}  p95 {result['latency_ms_p95']}")
 
 
-def _read(args: argparse.Namespace, index: Any, retriever: Any, questions: Any) -> dict[str, Any]:
+def _read(args: argparse.Namespace, index: LoadedIndex, retriever: Any, questions: Any) -> dict[str, Any]:
     """``--reader``: EM/F1/TPQ on this index, and TPER against ``--baseline``."""
     from sirerag.core.config import LLMConfig
     from sirerag.evaluation.qa import efficiency, evaluate_reader

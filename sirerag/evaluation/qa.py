@@ -18,7 +18,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from sirerag.core.errors import check
 from sirerag.evaluation.retrieval import ContextBuilder
@@ -26,6 +26,9 @@ from sirerag.evaluation.text import normalize_answer, overlap_f1
 from sirerag.llm.base import LLM, Completion, LLMCallError, LLMRequest
 from sirerag.llm.prompts import QA_READER
 from sirerag.core.types import Pool
+
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +139,7 @@ def _field(question: Any, name: str) -> Any:
 
 
 def evaluate_reader(
-    index: Any,
+    index: LoadedIndex | Pool,
     retriever: Any,
     questions: Sequence[Any],
     llm: LLM,
@@ -179,7 +182,7 @@ def evaluate_reader(
     check(token_budget is None or (isinstance(token_budget, int) and token_budget >= 1), "token_budget",
           token_budget, "None or an integer >= 1")
     check(isinstance(concurrency, int) and concurrency >= 1, "concurrency", concurrency, "an integer >= 1")
-    pool: Pool = index.pool if hasattr(index, "pool") else index
+    pool = index if isinstance(index, Pool) else index.pool
     builder = ContextBuilder(pool)
     depth = top_k if token_budget is None else BUDGET_DEPTH
 

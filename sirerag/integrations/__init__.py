@@ -9,12 +9,15 @@ framework's metadata (:func:`metadata`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sirerag.answers import SearchResult
 
+if TYPE_CHECKING:
+    from sirerag.api import Index
 
-def open_index(index_or_path: Any) -> Any:
+
+def open_index(index_or_path: Any) -> Index:
     """A :class:`sirerag.Index` as given, or loaded from a path."""
     from sirerag.api import Index
 
@@ -25,7 +28,7 @@ def open_index(index_or_path: Any) -> Any:
     raise TypeError(f"expected a sirerag.Index or an index directory, got {type(index_or_path).__name__}")
 
 
-def metadata(result: SearchResult, index: Any) -> dict[str, Any]:
+def metadata(result: SearchResult, index: Index) -> dict[str, Any]:
     """The provenance of a result as flat metadata: ``entry_id``, ``title``, ``section``, ``tree``, ``kind``,
     ``level``, ``passages`` (source document ids, a list) and the index folder."""
     return {"entry_id": result.entry_id, "title": result.title, "section": result.section, "tree": result.tree,

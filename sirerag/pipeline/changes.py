@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 from sirerag.core.config.typecheck import check_types
 from sirerag.core.errors import InputError, check
 from sirerag.core.io import read_jsonl
+from sirerag.core.io.manifest import Drift, Manifest
 from sirerag.core.types import Document
 
 #: Share of leaves added or removed since the last full build past which a warning suggests rebuilding.
@@ -94,18 +95,18 @@ def merged_records(path: Path, removed: frozenset[str], new: Sequence[dict[str, 
     return old + list(new)
 
 
-def record_change(manifest: dict[str, Any], *, command: str, plan: Plan, leaves_before: int, leaves_added: int,
+def record_change(manifest: Manifest, *, command: str, plan: Plan, leaves_before: int, leaves_added: int,
                   leaves_removed: int, summaries_written: int, chunks_extracted: int, summaries_stale: int = 0,
                   stale_in_index: int = 0, refresh_threshold: float = 0.0) -> dict[str, Any]:
-    """Append the change to ``manifest["history"]`` and update ``manifest["drift"]`` (in place);
-    returns the drift record.
+    """Append the change to the manifest's ``history`` and update its ``drift`` (in place);
+    returns the drift record (as the manifest writes it).
 
     Drift is the share of leaves added or removed since the last full build, over the leaves
     that build had; an index without a drift record (a full build) starts from ``leaves_before``.
     ``summaries_stale`` (this change) and ``stale_in_index`` (after it) count summaries that kept
     their text although their members changed (``refresh_threshold``).
     """
-    manifest.setdefault("history", []).append({
+    manifest.history.append({
         "command": command, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "documents_added": len(plan.added) - len(plan.updated), "documents_updated": len(plan.updated),
         "documents_removed": len(plan.removed) - len(plan.updated), "documents_skipped": plan.skipped,
@@ -113,12 +114,11 @@ def record_change(manifest: dict[str, Any], *, command: str, plan: Plan, leaves_
         "summaries_written": summaries_written, "summaries_stale": summaries_stale,
         "refresh_threshold": refresh_threshold, "chunks_extracted": chunks_extracted,
     })
-    drift = dict(manifest.get("drift") or {"leaves_at_full_build": leaves_before, "leaves_added": 0,
-                                           "leaves_removed": 0})
-    drift["leaves_added"] += leaves_added
-    drift["leaves_removed"] += leaves_removed
-    base = max(int(drift["leaves_at_full_build"]), 1)
-    drift["share"] = round((drift["leaves_added"] + drift["leaves_removed"]) / base, 4)
-    drift["summaries_stale"] = stale_in_index
-    manifest["drift"] = drift
-    return drift
+    drift = manifest.drift or Drift(leaves_at_full_build=leaves_before)
+    drift.leaves_added += leaves_added
+    drift.leaves_removed += leaves_removed
+    base = max(drift.leaves_at_full_build, 1)
+    drift.share = round((drift.leaves_added + drift.leaves_removed) / base, 4)
+    drift.summaries_stale = stale_in_index
+    manifest.drift = drift
+    return drift.to_dict()

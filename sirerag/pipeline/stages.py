@@ -17,6 +17,7 @@ import numpy as np
 from sirerag.core.config import BuildConfig
 from sirerag.core.errors import SireragError
 from sirerag.core.io import write_manifest
+from sirerag.core.io.manifest import Manifest
 from sirerag.pool.bm25 import save_bm25
 from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import Stage
@@ -65,10 +66,11 @@ class IndexWriter:
         """The embedder of the graph's entities and facts."""
         return self.models.embedder()
 
-    def write_manifest(self, **content: Any) -> dict[str, Any]:
-        """Close the models' caches, then write the manifest (the last file of a run)."""
+    def write_manifest(self, manifest: Manifest | None = None, **content: Any) -> Manifest:
+        """Close the models' caches, then write the manifest (the last file of a run): ``manifest`` (an
+        update's, read back) with the sections of ``content`` over it."""
         self.models.close()
-        return write_manifest(self.out, **content)
+        return write_manifest(self.out, manifest, **content)
 
 
 class BuildRunner(IndexWriter):

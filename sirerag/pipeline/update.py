@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -35,6 +35,7 @@ from sirerag.core.config import BuildConfig
 from sirerag.core.errors import ConfigError, SireragError
 from sirerag.extraction.extractor import FAILURES, REWRITES
 from sirerag.core.io import write_jsonl
+from sirerag.core.io.manifest import Corpus
 from sirerag.core.io.staging import staged_index
 from sirerag.pipeline.endpoints import check_endpoints
 from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD, Plan, UpdateConfig,
@@ -43,7 +44,7 @@ from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.stages import IndexWriter
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
-from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, Index, flatten, load_index, save_records
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, LoadedIndex, flatten, load_index, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document
 
@@ -126,13 +127,13 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
             command: str, settings: UpdateConfig, show_progress: bool, on_stage: StageHook | None,
             sync: bool = False) -> UpdateReport:
     old = load_index(out)
-    config = BuildConfig.from_dict(old.manifest.get("config", {}), source=f"{out}/manifest.json").validate()
+    config = old.manifest.build_config(source=f"{out}/manifest.json").validate()
     check_endpoints(config)  # before the embedder loads
     if config.relatedness.include_propositions or (not config.relatedness.aggregates and
                                                    "relatedness" in config.trees):
         raise SireragError(f"{out}: add/remove supports the relatedness tree of aggregates (the default and "
                            "ablation A); this index puts propositions in the pool: rebuild it instead")
-    load_spec = (old.manifest.get("embedder") or {}).get("load_spec") or config.embedder.spec
+    load_spec = (old.manifest.embedder and old.manifest.embedder.load_spec) or config.embedder.spec
     timings: dict[str, float] = {}
     with Models(config, cache, show_progress=show_progress, embedder_spec=load_spec,
                 summarizer=summarizer) as models:
@@ -146,16 +147,16 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
 class IncrementalRunner(IndexWriter):
     """The stages of an add/remove: the old index's records and pool, updated where documents changed."""
 
-    def __init__(self, old: Index, add: Any, remove: Iterable[str], out: Path, config: BuildConfig, models: Models,
+    def __init__(self, old: LoadedIndex, add: Any, remove: Iterable[str], out: Path, config: BuildConfig, models: Models,
                  settings: UpdateConfig, *, show_progress: bool = False, sync: bool = False) -> None:
         super().__init__(out, config, models, show_progress=show_progress)
         self.old, self.add, self.remove, self.sync = old, add, remove, sync
-        self.manifest = dict(old.manifest)
-        self.components = dict(self.manifest.get("components") or {})
-        self.counts = dict(self.manifest.get("counts") or {})
+        self.manifest = old.manifest.copied()
+        self.components = {name: c.to_dict() for name, c in self.manifest.components.items()}
+        self.counts = dict(self.manifest.counts)
         self.vectors = {e.id: row for e, row in zip(old.pool.entries, old.pool.embeddings)}
         self.trees = TreeUpdate(old.pool.entries, self.vectors, config, models,
-                                refresh_threshold=settings.refresh_threshold, staleness=self.manifest.get("staleness"))
+                                refresh_threshold=settings.refresh_threshold, staleness=self.manifest.staleness)
         self.change: Plan  # the documents added and removed (the load stage reads them)
         self.new_chunks: list[Chunk] = []
         self.update_counts: dict[str, Any] = {}
@@ -204,7 +205,7 @@ class IncrementalRunner(IndexWriter):
         save_records(self.out, PROPOSITIONS, self.propositions)
         old, removed = self.old.path, self.change.removed
         write_jsonl(self.out / FAILURES, merged_records(old / FAILURES, removed, failures))
-        if rewrites or REWRITES in self.manifest["files"]:
+        if rewrites or REWRITES in self.manifest.files:
             write_jsonl(self.out / REWRITES, merged_records(old / REWRITES, removed, rewrites))
 
     def _extract(self) -> tuple[list, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -255,7 +256,6 @@ class IncrementalRunner(IndexWriter):
                               summaries_written=trees.written, chunks_extracted=changes["chunks_extracted"],
                               summaries_stale=changes["summaries_stale"], stale_in_index=len(stale),
                               refresh_threshold=settings.refresh_threshold)
-        self.write_manifest(**{**self.manifest, "corpus": {**(self.manifest.get("corpus") or {}),
-                                                           "documents": len(self.documents)},
-                               "components": self.components, "counts": self.counts, "staleness": stale})
+        self.manifest.corpus = replace(self.manifest.corpus or Corpus(), documents=len(self.documents))
+        self.write_manifest(self.manifest, components=self.components, counts=self.counts, staleness=stale)
         return drift

@@ -31,7 +31,7 @@ def verify_index(directory: str | Path) -> dict[str, Any]:
     """
     directory = Path(directory)
     index = load_index(directory, verify=True)
-    files = index.manifest["files"]
+    files = index.manifest.files
     documents = index.documents()
     doc_ids = {d.id for d in documents}
     for position, entry in enumerate(index.pool.entries, start=1):
@@ -45,7 +45,7 @@ def verify_index(directory: str | Path) -> dict[str, Any]:
             raise IndexFormatError(damaged(f"{directory / CHUNKS}:{position}", f"chunk of unknown document "
                                            f"{chunk.doc_id!r}", directory))
     embeddings = index.pool.embeddings
-    dim = (index.manifest.get("embedder") or {}).get("dim")
+    dim = index.manifest.embedder.dim if index.manifest.embedder is not None else None
     if isinstance(dim, int) and embeddings.shape[1] != dim:
         raise IndexFormatError(damaged(directory / EMBEDDINGS, f"rows have {embeddings.shape[1]} dimensions, the "
                                        f"embedder {dim}", directory))
@@ -62,6 +62,6 @@ def verify_index(directory: str | Path) -> dict[str, Any]:
                       and p.relative_to(directory).as_posix() not in listed)
     for rel in unlisted:
         logger.warning("%s: not listed in the manifest (not written by the build that wrote it)", directory / rel)
-    return {"index": str(directory), "files": len(files), "bytes": sum(r["size"] for r in files.values()),
+    return {"index": str(directory), "files": len(files), "bytes": sum(r.size for r in files.values()),
             "entries": len(index.pool), "documents": len(documents), "chunks": len(chunks),
             "propositions": len(index.propositions()), "unlisted": unlisted}

@@ -29,7 +29,7 @@ from sirerag import __version__
 from sirerag.core.errors import check, require
 from sirerag.core.io import atomic_dir, atomic_path, check_files, index_lock, save_npy, write_collection, write_json, write_jsonl
 from sirerag.core.io.guard import EXPORT_FORMATS, EXPORT_MANIFEST, check_export_out
-from sirerag.pool.store import DOCUMENTS, Index, load_index
+from sirerag.pool.store import DOCUMENTS, LoadedIndex, load_index
 from sirerag.core.types import Node
 
 logger = logging.getLogger(__name__)
@@ -61,24 +61,24 @@ def beir_record(entry: Node) -> dict[str, Any]:
     }
 
 
-def _write_beir(index: Index, folder: Path) -> list[str]:
+def _write_beir(index: LoadedIndex, folder: Path) -> list[str]:
     write_jsonl(folder / "corpus.jsonl", (beir_record(e) for e in index.pool.entries))
     return ["corpus.jsonl"]
 
 
-def _write_colbert(index: Index, folder: Path) -> list[str]:
+def _write_colbert(index: LoadedIndex, folder: Path) -> list[str]:
     write_collection(folder / "collection.tsv", [e.text for e in index.pool.entries])
     write_json(folder / "pid_to_entry.json", [e.id for e in index.pool.entries])
     return ["collection.tsv", "pid_to_entry.json"]
 
 
-def _write_jsonl(index: Index, folder: Path) -> list[str]:
+def _write_jsonl(index: LoadedIndex, folder: Path) -> list[str]:
     write_jsonl(folder / "entries.jsonl", (e.to_dict() for e in index.pool.entries))
     save_npy(folder / "embeddings.npy", np.asarray(index.pool.embeddings, dtype=np.float32))
     return ["entries.jsonl", "embeddings.npy"]
 
 
-def _write_parquet(index: Index, folder: Path) -> list[str]:
+def _write_parquet(index: LoadedIndex, folder: Path) -> list[str]:
     pa = require("pyarrow", "export", purpose="the parquet export")
     import pyarrow.parquet as pq
 
@@ -103,19 +103,19 @@ def _write_parquet(index: Index, folder: Path) -> list[str]:
     return ["entries.parquet"]
 
 
-WRITERS: dict[str, Callable[[Index, Path], list[str]]] = {
+WRITERS: dict[str, Callable[[LoadedIndex, Path], list[str]]] = {
     "beir": _write_beir, "colbert": _write_colbert, "jsonl": _write_jsonl, "parquet": _write_parquet,
 }
 
 
-def export_pool(index: Index | str | Path, out: str | Path, format: str, *, overwrite: bool = False) -> ExportReport:
+def export_pool(index: LoadedIndex | str | Path, out: str | Path, format: str, *, overwrite: bool = False) -> ExportReport:
     """Write the pool of an index in ``format`` into the folder ``out``.
 
     The files are written into a temporary folder beside ``out`` that is renamed to
     ``out`` when complete, so a failed export leaves nothing behind.
 
     Args:
-        index: an index directory or a loaded :class:`~sirerag.pool.store.Index`.
+        index: an index directory or a loaded :class:`~sirerag.pool.store.LoadedIndex`.
         out: the folder to create (or an empty one).
         format: one of :data:`FORMATS`.
         overwrite: replace a previous export in ``out`` (only one holding nothing else).
@@ -130,22 +130,22 @@ def export_pool(index: Index | str | Path, out: str | Path, format: str, *, over
     check(format in FORMATS, "format", format, f"one of {FORMATS}")
     if format == "parquet":
         require("pyarrow", "export", purpose="the parquet export")
-    source = index.path if isinstance(index, Index) else Path(index)
+    source = index.path if isinstance(index, LoadedIndex) else Path(index)
     shown = out
     out = check_export_out(out, source, overwrite=overwrite)  # resolved: a link to an export stays a link
-    index = index if isinstance(index, Index) else load_index(index)
+    index = index if isinstance(index, LoadedIndex) else load_index(index)
     with index_lock(out, "export"), atomic_dir(out) as tmp:
         check_export_out(out, source, overwrite=overwrite)  # again, under the lock
         files = WRITERS[format](index, tmp)
-        if DOCUMENTS in index.manifest.get("files", {}):
+        if DOCUMENTS in index.manifest.files:
             with index.reading():  # the documents of the loaded commit, or IndexChangedError
                 shutil.copyfile(index.path / DOCUMENTS, tmp / DOCUMENTS)
-            check_files(tmp, {"files": {DOCUMENTS: index.manifest["files"][DOCUMENTS]}}, hashes=True)
+            check_files(tmp, index.manifest, hashes=True, names=[DOCUMENTS])
             files.append(DOCUMENTS)
         files.append(EXPORT_MANIFEST)
         write_json(tmp / EXPORT_MANIFEST, {
             "format": format, "sirerag_version": __version__, "index": str(index.path.resolve()),
-            "entries": len(index.pool), "files": files, "embedder": index.manifest.get("embedder"),
+            "entries": len(index.pool), "files": files, "embedder": index.manifest.embedder and index.manifest.embedder.to_dict(),
             "embedding_dim": int(index.pool.embeddings.shape[1]),
         })
     logger.info("exported %d entries as %s to %s", len(index.pool), format, out)

@@ -18,8 +18,9 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from sirerag.core.errors import IndexChangedError, IndexFormatError, InputError
-from sirerag.core.io import MANIFEST, check_files, damaged, load_npy, read_manifest, save_npy, write_json, write_jsonl
-from sirerag.core.io.manifest import check_sample, commit_id, parse_manifest, refresh_files, sha256_matches
+from sirerag.core.io import check_files, damaged, load_npy, read_manifest, save_npy, write_jsonl
+from sirerag.core.io.manifest import (Component, Manifest, check_sample, commit_id, parse_manifest, refresh_files,
+                                      rewrite_manifest, sha256_matches)
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document, Node, Pool, Proposition
 
@@ -55,7 +56,7 @@ def save_pool(directory: str | Path, pool: Pool) -> None:
     save_npy(directory / EMBEDDINGS, pool.embeddings.astype(np.float32))
 
 
-def load_pool(directory: str | Path, manifest: dict[str, Any] | None = None) -> Pool:
+def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:
     """Read ``entries.jsonl`` and ``embeddings.npy``; with the manifest, also check them against it.
 
     Raises:
@@ -85,7 +86,7 @@ def _node(directory: Path, lineno: int, record: dict[str, Any]) -> Node:
                                        directory)) from exc
 
 
-def _records(directory: Path, name: str, manifest: dict[str, Any] | None = None) -> Iterator[tuple[int, Any]]:
+def _records(directory: Path, name: str, manifest: Manifest | None = None) -> Iterator[tuple[int, Any]]:
     """``(line, record)`` of a JSONL index file; with the manifest, the bytes read are
     checked against its size and sha256 first (reading dominates; hashing is cheap)."""
     path = directory / name
@@ -115,8 +116,10 @@ def save_records(directory: str | Path, name: str, records: Iterable[Any]) -> in
 
 
 @dataclass(frozen=True, eq=False)
-class Index:
-    """A loaded index directory, one commit of it (``commit``: :func:`sirerag.core.io.manifest.commit_id`).
+class LoadedIndex:
+    """A loaded index directory, one commit of it (``commit``: :func:`sirerag.core.io.manifest.commit_id`):
+    its typed :class:`~sirerag.core.io.manifest.Manifest` and its pool. What retrievers, reports and
+    evaluations take (the public :class:`sirerag.Index` wraps one).
 
     Everything read later (documents, chunks, propositions, ``bm25/``, ``graph/``) is read under
     :meth:`reading`, which checks that the folder still holds that commit before and after the
@@ -126,7 +129,7 @@ class Index:
     """
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     pool: Pool
     commit: str = ""
 
@@ -156,7 +159,7 @@ class Index:
 
     def check_arrays(self, prefix: str) -> None:
         """Check the array files under ``prefix`` (e.g. ``graph/``) against their sample checksums."""
-        for rel in self.manifest.get("files", {}):
+        for rel in self.manifest.files:
             if rel.startswith(prefix) and rel.endswith(".npy"):
                 check_sample(self.path, self.manifest, rel)
 
@@ -180,15 +183,22 @@ class Index:
 
     def propositions(self) -> list[Proposition]:
         """Propositions of the relatedness build; empty when the index has none."""
-        return self._read(PROPOSITIONS, Proposition) if PROPOSITIONS in self.manifest["files"] else []
+        return self._read(PROPOSITIONS, Proposition) if PROPOSITIONS in self.manifest.files else []
 
     def component(self, name: str) -> Path | None:
         """Folder of an optional component (``graph``, ``colbert``) if the manifest lists it."""
-        rel = self.manifest.get("components", {}).get(name)
-        return self.path / rel["path"] if isinstance(rel, dict) and "path" in rel else None
+        component = self.manifest.component(name)
+        return self.path / component.path if component is not None and component.path is not None else None
+
+    def took_component(self, manifest: Manifest) -> None:
+        """Hold ``manifest``: this commit's manifest with a component recorded in place since it was loaded
+        (a ColBERT index, whose files the commit id leaves out)."""
+        if commit_id(manifest) != self.commit:
+            raise IndexChangedError(f"{self.path}: the index changed while it was being read; load it again")
+        object.__setattr__(self, "manifest", manifest)
 
 
-def load_index(directory: str | Path, *, verify: bool = False) -> Index:
+def load_index(directory: str | Path, *, verify: bool = False) -> LoadedIndex:
     """Load an index directory written by ``sirerag build``.
 
     Always checks the format version, the size of every file the manifest lists, the
@@ -206,28 +216,27 @@ def load_index(directory: str | Path, *, verify: bool = False) -> Index:
         try:
             check_files(directory, manifest, hashes=verify)
             pool = load_pool(directory, manifest)
-            return Index(path=directory, manifest=manifest, pool=pool, commit=commit_id(manifest))
+            return LoadedIndex(path=directory, manifest=manifest, pool=pool, commit=commit_id(manifest))
         except IndexFormatError:
             if attempt == 2 or _current_manifest(directory) == manifest:
                 raise  # damaged, not swapped for a new build while we read it
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _current_manifest(directory: Path) -> dict[str, Any] | None:
+def _current_manifest(directory: Path) -> Manifest | None:
     try:
         return read_manifest(directory)
     except IndexFormatError:
         return None
 
 
-def register_component(directory: str | Path, name: str, **info: Any) -> dict[str, Any]:
+def register_component(directory: str | Path, name: str, **info: Any) -> Manifest:
     """Record an optional component (its ``path`` relative to the index, type, parameters)
     in the manifest with the size and sha256 of its files, rewriting it atomically.
     The caller holds the index's write lock (:func:`sirerag.core.io.index_lock`)."""
     directory = Path(directory)
     manifest = read_manifest(directory)
-    manifest.setdefault("components", {})[name] = info
-    if "path" in info and (directory / info["path"]).is_dir():
-        return refresh_files(directory, manifest, info["path"])
-    write_json(directory / MANIFEST, manifest)
-    return manifest
+    component = manifest.components[name] = Component.from_dict(info, f"components.{name}")
+    if component.path is not None and (directory / component.path).is_dir():
+        return refresh_files(directory, manifest, component.path)
+    return rewrite_manifest(directory, manifest)

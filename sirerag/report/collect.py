@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from sirerag.pool.store import Index
+from sirerag.pool.store import LoadedIndex
 from sirerag.core.types import Node
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class ReportData:
         return self.docs[self.doc_index[passages[0]]][1]
 
 
-def collect(index: Index) -> ReportData:
+def collect(index: LoadedIndex) -> ReportData:
     """Cross-reference the pool, the documents and the propositions of ``index``."""
     entries = index.pool.entries
     position = {e.id: i for i, e in enumerate(entries)}

@@ -8,6 +8,7 @@ import html
 import json
 from typing import Any, Iterable
 
+from sirerag.core.io.manifest import Component, Manifest
 from sirerag.report.stats import format_stats
 
 KIND_COLOURS = {"leaf": "#4e79a7", "summary": "#f28e2b", "aggregate": "#59a14f", "proposition": "#b07aa1"}
@@ -52,23 +53,22 @@ def pool_chart(pool: dict[str, int], width: int = 560, bar: int = 18) -> str:
             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">{"".join(rows)}</svg>')
 
 
-def overview(manifest: dict[str, Any], stats: dict[str, Any], graph_meta: dict[str, Any] | None) -> str:
+def overview(manifest: Manifest, stats: dict[str, Any], graph_meta: Component | None) -> str:
     """The overview section's HTML."""
-    embedder = manifest.get("embedder") or {}
     head = [
         ("index", stats.get("index")),
-        ("sirerag version", manifest.get("sirerag_version")),
+        ("sirerag version", manifest.sirerag_version),
         ("documents", stats.get("documents")),
         ("pool entries", stats.get("pool_entries")),
-        ("embedder", embedder.get("spec") if isinstance(embedder, dict) else embedder),
-        ("summariser", manifest.get("summarizer")),
-        ("extractor", manifest.get("extractor")),
-        ("trees", ", ".join(manifest.get("config", {}).get("trees", [])) or "none (leaves only)"),
+        ("embedder", manifest.embedder.spec if manifest.embedder is not None else None),
+        ("summariser", manifest.summarizer),
+        ("extractor", manifest.extractor),
+        ("trees", ", ".join(manifest.trees) or "none (leaves only)"),
         ("entity graph", "yes" if graph_meta else "no (build with --graph)"),
     ]
-    timings = list(_flatten(manifest.get("timings") or {}))
-    settings = list(_flatten(manifest.get("config") or {}))
-    counts = list(_flatten(manifest.get("counts") or {}))
+    timings = list(_flatten(manifest.timings))
+    settings = list(_flatten(manifest.config))
+    counts = list(_flatten(manifest.counts))
     parts = [
         '<section id="overview"><h2>Overview</h2><div class="cols"><div>', table(head),
         "<h3>Pool by tree, kind and level</h3>", pool_chart(stats.get("pool", {})),
@@ -79,8 +79,8 @@ def overview(manifest: dict[str, Any], stats: dict[str, Any], graph_meta: dict[s
         f"<details><summary>Settings ({len(settings)})</summary>{table(settings, 'kv small')}</details>",
         f"<details><summary>Build counts ({len(counts)})</summary>{table(counts, 'kv small')}</details>",
     ]
-    if graph_meta:
-        graph_rows = list(_flatten({k: v for k, v in graph_meta.items() if k != "path"}))
+    if graph_meta is not None:
+        graph_rows = list(_flatten({"type": graph_meta.type, **graph_meta.info}))
         parts.append(f"<details><summary>Entity graph ({len(graph_rows)})</summary>"
                      f"{table(graph_rows, 'kv small')}</details>")
     parts.append("</section>")

@@ -96,7 +96,7 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
     stats = index_stats(index)
     data = collect(index)
     graph_dir = index.component("graph")
-    graph_meta = index.manifest.get("components", {}).get("graph") if graph_dir else None
+    graph_meta = index.manifest.component("graph") if graph_dir else None
     if graph_dir is not None:
         from sirerag.report.graphdata import graph_json
 

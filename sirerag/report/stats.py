@@ -6,31 +6,31 @@ from typing import Any
 
 from sirerag.extraction.extractor import FAILURES
 from sirerag.core.io import read_jsonl
-from sirerag.pool.store import Index, load_index
+from sirerag.pool.store import LoadedIndex, load_index
 from sirerag.trees.aggregates import RULE_ALL, RULE_SKIP, table3_stats
 
 
-def index_stats(directory: str | Path | Index) -> dict[str, Any]:
-    """Statistics of an index (a directory or a loaded :class:`~sirerag.pool.store.Index`),
+def index_stats(directory: str | Path | LoadedIndex) -> dict[str, Any]:
+    """Statistics of an index (a directory or a loaded :class:`~sirerag.pool.store.LoadedIndex`),
     computed from its files (not from the build log).
 
     Raises:
         IndexFormatError: the directory is not a readable index.
     """
-    index = directory if isinstance(directory, Index) else load_index(directory)
+    index = directory if isinstance(directory, LoadedIndex) else load_index(directory)
     manifest = index.manifest
     entries = index.pool.entries
     propositions = index.propositions()
     table3 = table3_stats(propositions)
     aggregates = [e for e in entries if e.kind == "aggregate"]
-    config = manifest.get("config", {})
-    relatedness_counts = manifest.get("counts", {}).get("relatedness_tree", {}) or {}
+    relatedness = manifest.build_config().relatedness
+    relatedness_counts = manifest.counts.get("relatedness_tree") or {}
     rule = relatedness_counts.get("aggregation_rule")
-    if rule is None and "relatedness" in config.get("trees", []):
-        rule = RULE_SKIP if config.get("relatedness", {}).get("skip_redundant_entities") else RULE_ALL
+    if rule is None and "relatedness" in manifest.trees:
+        rule = RULE_SKIP if relatedness.skip_redundant_entities else RULE_ALL
     failures_path = index.path / FAILURES
     failures: dict[str, int] = {}
-    if FAILURES in manifest.get("files", {}):
+    if FAILURES in manifest.files:
         with index.reading():
             rows = list(read_jsonl(failures_path))
         for record in rows:
@@ -38,7 +38,7 @@ def index_stats(directory: str | Path | Index) -> dict[str, Any]:
             failures[stage] = failures.get(stage, 0) + 1
     return {
         "index": str(index.path),
-        "documents": manifest.get("corpus", {}).get("documents"),
+        "documents": manifest.documents,
         "chunks": len(index.chunks()),
         **table3,
         "aggregates": len(aggregates),
@@ -46,14 +46,14 @@ def index_stats(directory: str | Path | Index) -> dict[str, Any]:
         "pool_entries": len(entries),
         "pool": index.pool.counts(),
         "extraction_failures": {"extract": failures.get("extract", 0), "rewrite_fallbacks": failures.get("rewrite", 0)},
-        "extractor": manifest.get("extractor"),
+        "extractor": manifest.extractor,
         "aggregation_rule": rule,
-        "aggregate_max_tokens": config.get("relatedness", {}).get("aggregate_max_tokens"),
+        "aggregate_max_tokens": relatedness.aggregate_max_tokens,
         "relatedness_variant": relatedness_counts.get("variant"),
-        "embedder": (manifest.get("embedder") or {}).get("spec"),
-        "summarizer": manifest.get("summarizer"),
-        "drift": manifest.get("drift") or {"share": 0.0, "leaves_added": 0, "leaves_removed": 0},
-        "updates": len(manifest.get("history") or []),
+        "embedder": manifest.embedder.spec if manifest.embedder is not None else None,
+        "summarizer": manifest.summarizer,
+        "drift": manifest.drift.to_dict() if manifest.drift else {"share": 0.0, "leaves_added": 0, "leaves_removed": 0},
+        "updates": len(manifest.history),
     }
 
 

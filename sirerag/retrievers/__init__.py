@@ -9,15 +9,17 @@ with summaries or aggregates, the ranking is rearranged by the pool rule of
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Hit, Retriever
-from sirerag.retrievers.registry import OPTIONS, RETRIEVERS, load_base
+from sirerag.retrievers.registry import RETRIEVERS, load_base, options_of
 
-__all__ = ["Hit", "Retriever", "RETRIEVERS", "OPTIONS", "default_retriever", "load_base", "load_retriever"]
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
 
-FUSION_OPTIONS = frozenset({"fusion", "fusion_weights", "rrf_k", "fusion_depth"})
+__all__ = ["Hit", "Retriever", "RETRIEVERS", "default_retriever", "load_base", "load_retriever", "options_of"]
+
 #: options of the pool rule (any retriever)
 POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "anchor", "drop_covered", "pool_depth"})
 #: ``leaf_share`` of the pool rule by retriever when none is given (else :class:`PoolRule`'s 0.9);
@@ -39,16 +41,17 @@ DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
 MIN_LINKED_TITLES = 0.05
 
 
-def graph_links_passages(index: Any) -> bool:
+def graph_links_passages(index: LoadedIndex) -> bool:
     """True when the index's graph links passages through their titles (:data:`MIN_LINKED_TITLES`), or when its
     graph predates the measure."""
-    stats = (index.manifest.get("components", {}).get("graph") or {}).get("stats") or {}
+    graph = index.manifest.component("graph")
+    stats = graph.info.get("stats") or {} if graph is not None else {}
     if "linked_titles" not in stats or not stats.get("passage_nodes"):
         return True
     return stats["linked_titles"] / stats["passage_nodes"] >= MIN_LINKED_TITLES
 
 
-def default_retriever(index: Any) -> tuple[str, dict[str, Any]]:
+def default_retriever(index: LoadedIndex) -> tuple[str, dict[str, Any]]:
     """``(name, options)`` of the retriever used when none is asked for: the first of :data:`DEFAULTS` the
     index can serve (a PPR retriever needs a graph that links passages, :func:`graph_links_passages`, and
     the ``ppr`` extra)."""
@@ -62,10 +65,15 @@ def default_retriever(index: Any) -> tuple[str, dict[str, Any]]:
 
 
 def _check_options(name: str, options: dict[str, Any]) -> None:
+    """ConfigError naming the retriever, the options it does not take and the valid ones: the options of
+    each part's ``load`` (:func:`~sirerag.retrievers.registry.options_of`), of the fusion (the keywords of
+    :func:`sirerag.retrievers.hybrid.load`) and of the pool rule."""
+    from sirerag.retrievers.hybrid import FUSION_OPTIONS
+
     parts = name.split("+")
     allowed = set(POOL_OPTIONS)
     for part in parts:
-        allowed |= OPTIONS.get(part, frozenset())
+        allowed |= options_of(part) if part in RETRIEVERS else frozenset()
     if len(parts) > 1:
         allowed |= FUSION_OPTIONS
     unknown = sorted(set(options) - allowed)
@@ -73,7 +81,7 @@ def _check_options(name: str, options: dict[str, Any]) -> None:
         raise ConfigError(f"retriever {name!r} does not take option(s) {unknown}; valid: {sorted(allowed)}")
 
 
-def load_retriever(name: str | None, index: Any, **options: Any) -> Retriever:
+def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retriever:
     """Build the retriever ``name`` (or a fusion ``a+b``; None: :func:`default_retriever`)
     over a loaded index.
 

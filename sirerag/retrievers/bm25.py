@@ -8,9 +8,8 @@ indexed in memory at load time.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -18,6 +17,9 @@ from sirerag.core.errors import IndexFormatError
 from sirerag.pool.bm25 import METHODS, LexicalIndex, build_lexical_index, load_lexical_index, tokenize
 from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import top_k
+
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
 
 __all__ = ["METHODS", "BM25Retriever", "load", "tokenize"]
 
@@ -55,25 +57,20 @@ class BM25Retriever(Closing):
         return [self.search(q, k) for q in queries]
 
 
-def _reading(index: Any) -> Any:
-    """``index.reading()`` of a loaded :class:`~sirerag.pool.store.Index` (objects without it read as they are)."""
-    reading = getattr(index, "reading", None)
-    return reading() if reading is not None else contextlib.nullcontext()
-
-
-def load(index: Any, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene", **_: Any) -> BM25Retriever:
+def load(index: LoadedIndex, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> BM25Retriever:
     """BM25 retriever over a loaded index: the stored ``bm25/`` index when the build wrote one
     with these parameters, else one indexed in memory (older indexes, other parameters)."""
     entries = index.pool.entries
     ids = [e.id for e in entries]
     stored = index.component("bm25")
-    info = index.manifest.get("components", {}).get("bm25", {})
+    component = index.manifest.component("bm25")
+    info = component.info if component is not None else {}
     wanted = {"k1": float(k1), "b": float(b), "method": method, "stopwords": True}
     if stored is not None and info.get("documents", len(ids)) != len(ids):
         logger.info("the stored BM25 index covers %s entries and this pool has %d (a filtered pool); "
                     "indexing in memory", info.get("documents"), len(ids))
     elif stored is not None and all(info.get(key) == value for key, value in wanted.items()):
-        with _reading(index):  # bm25/ of the commit the pool came from, or IndexChangedError
+        with index.reading():  # bm25/ of the commit the pool came from, or IndexChangedError
             lexical = load_lexical_index(stored)
         if lexical.n_docs != len(ids):
             raise IndexFormatError(f"{stored}: the BM25 index has {lexical.n_docs} documents for the {len(ids)} "

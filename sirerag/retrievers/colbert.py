@@ -35,7 +35,8 @@ from typing import Any, Sequence
 
 from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.core.io import atomic_dir, collection_text, index_lock, read_manifest, write_collection, write_json
-from sirerag.pool.store import Index, load_index, register_component
+from sirerag.core.io.manifest import FileRecord, Manifest
+from sirerag.pool.store import LoadedIndex, load_index, register_component
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers._colbert_search import COLLECTION, ENTRY_IDS, PLAID, SEARCH_TIMEOUT, ColBERTRetriever
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
@@ -65,22 +66,23 @@ def _slug(key: str) -> str:
     return f"{base[:40]}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
 
 
-def _as_index(index: Index | str | Path) -> Index:
-    return index if isinstance(index, Index) else load_index(index)
+def _as_index(index: LoadedIndex | str | Path) -> LoadedIndex:
+    return index if isinstance(index, LoadedIndex) else load_index(index)
 
 
-def _core_files(manifest: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in manifest.get("files", {}).items() if not k.startswith(f"{COMPONENT}/")}
+def _core_files(manifest: Manifest) -> dict[str, FileRecord]:
+    return {k: v for k, v in manifest.files.items() if not k.startswith(f"{COMPONENT}/")}
 
 
-def colbert_indexes(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def colbert_indexes(manifest: Manifest) -> dict[str, dict[str, Any]]:
     """The ColBERT indexes recorded in a manifest, keyed by checkpoint."""
-    component = manifest.get("components", {}).get(COMPONENT)
-    return dict(component.get("indexes", {})) if isinstance(component, dict) else {}
+    component = manifest.component(COMPONENT)
+    indexes = component.info.get("indexes") if component is not None else None
+    return dict(indexes) if isinstance(indexes, dict) else {}
 
 
 def build_colbert_index(
-    index: Index | str | Path,
+    index: LoadedIndex | str | Path,
     checkpoint: str = DEFAULT_CHECKPOINT,
     *,
     nbits: int = 2,
@@ -91,7 +93,7 @@ def build_colbert_index(
     """Build (or rebuild) the ColBERT index of a pool for one checkpoint.
 
     Args:
-        index: an index directory or a loaded :class:`~sirerag.pool.store.Index`.
+        index: an index directory or a loaded :class:`~sirerag.pool.store.LoadedIndex`.
         checkpoint: a local checkpoint folder or a Hugging Face name.
         nbits: bits per dimension of the compressed residuals (1, 2 or 4; ColBERTv2 uses 2).
         doc_maxlen: ColBERT document length in tokens; longer entries are truncated
@@ -147,9 +149,8 @@ def build_colbert_index(
         }
         indexes = colbert_indexes(read_manifest(index.path))
         indexes[key] = record
-        manifest = register_component(index.path, COMPONENT, path=COMPONENT, type="colbert-plaid", indexes=indexes)
-        index.manifest.clear()
-        index.manifest.update(manifest)
+        index.took_component(register_component(index.path, COMPONENT, type="colbert-plaid", path=COMPONENT,
+                                                indexes=indexes))
     if stats.get("truncated"):
         logger.warning("%d of %d entries are longer than doc_maxlen=%d tokens and were truncated",
                        stats["truncated"], len(entry_ids), doc_maxlen)
@@ -158,7 +159,7 @@ def build_colbert_index(
 
 
 
-def _stale_reason(index: Index, record: dict[str, Any] | None) -> str | None:
+def _stale_reason(index: LoadedIndex, record: dict[str, Any] | None) -> str | None:
     """Why a recorded ColBERT index cannot serve this pool (None: it can)."""
     if record is None:
         return "has no ColBERT index for this checkpoint"
@@ -169,13 +170,13 @@ def _stale_reason(index: Index, record: dict[str, Any] | None) -> str | None:
     return None
 
 
-def index_command(index: Index, checkpoint: str) -> str:
+def index_command(index: LoadedIndex, checkpoint: str) -> str:
     """The command that builds the ColBERT index of ``index`` for ``checkpoint``."""
     return f"sirerag index {index.path} --colbert {checkpoint}"
 
 
 def ensure_colbert_index(
-    index: Index | str | Path,
+    index: LoadedIndex | str | Path,
     checkpoint: str = DEFAULT_CHECKPOINT,
     *,
     nbits: int | None = None,
@@ -210,12 +211,11 @@ def ensure_colbert_index(
 
 
 def load(
-    index: Index | str | Path,
+    index: LoadedIndex | str | Path,
     *,
     checkpoint: str | None = None,
     query_maxlen: int | None = None,
     timeout: float = SEARCH_TIMEOUT,
-    **_: Any,
 ) -> ColBERTRetriever:
     """ColBERT retriever over the ColBERT index built for ``checkpoint``.
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from sirerag.core.errors import ConfigError, IndexFormatError
 from sirerag.retrievers.base import Closing, Hit, check_query
+
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
@@ -64,21 +67,20 @@ class DenseRetriever(Closing):
         return results
 
 
-def index_embedder(index: Any, embedder: Any | None = None) -> Any:
+def index_embedder(index: LoadedIndex, embedder: Any | None = None) -> Any:
     """The query embedder for the embedder recorded in an index's manifest (or ``embedder`` when
     given): for ``minilm``, its ONNX export when present (:func:`~sirerag.embedding.load_query_embedder`)."""
     if embedder is not None:
         return embedder
     from sirerag.embedding import load_query_embedder
 
-    info = index.manifest.get("embedder", {})
-    spec = info.get("load_spec") or info.get("spec")
+    spec = index.manifest.embedder.loads_as if index.manifest.embedder is not None else None
     if not spec:
         raise IndexFormatError(f"{index.path}: manifest names no embedder; pass one explicitly")
     return load_query_embedder(spec, show_progress=False)
 
 
-def load(index: Any, *, embedder: Any | None = None, **_: Any) -> DenseRetriever:
+def load(index: LoadedIndex, *, embedder: Any | None = None) -> DenseRetriever:
     """Dense retriever over a loaded index (see :func:`sirerag.retrievers.load_retriever`)."""
     embedder = index_embedder(index, embedder)
     return DenseRetriever(embedder, [e.id for e in index.pool.entries], index.pool.embeddings)

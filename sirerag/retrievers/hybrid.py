@@ -11,11 +11,15 @@ Two fusions:
 """
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from sirerag.core.errors import ConfigError, check
 from sirerag.retrievers.base import Closing, Hit, Retriever
+
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +109,7 @@ class FusionRetriever(Closing):
         return out
 
 
-def load(name: str, index: Any, *, fusion: str = "score", fusion_weights: Sequence[float] | None = None,
+def load(name: str, index: LoadedIndex, *, fusion: str = "score", fusion_weights: Sequence[float] | None = None,
          rrf_k: float = 60.0, fusion_depth: int = 100, **options: Any) -> FusionRetriever:
     """Build ``a+b[+c...]`` over a loaded index; every part gets the options it takes.
 
@@ -114,7 +118,7 @@ def load(name: str, index: Any, *, fusion: str = "score", fusion_weights: Sequen
     Raises:
         ConfigError: a part is empty, repeated or unknown.
     """
-    from sirerag.retrievers.registry import OPTIONS, RETRIEVERS, load_base
+    from sirerag.retrievers.registry import RETRIEVERS, load_base, options_of
     from sirerag.retrievers.dense import index_embedder
 
     names = [n.strip() for n in name.split("+")]
@@ -125,5 +129,10 @@ def load(name: str, index: Any, *, fusion: str = "score", fusion_weights: Sequen
         raise ConfigError(f"unknown retriever(s) {unknown} in {name!r}; allowed: {sorted(RETRIEVERS)}")
     if options.get("embedder") is None and any(n in ("dense", "ppr") for n in names):
         options["embedder"] = index_embedder(index)
-    parts = [load_base(n, index, **{k: v for k, v in options.items() if k in OPTIONS[n]}) for n in names]
+    parts = [load_base(n, index, **{k: v for k, v in options.items() if k in options_of(n)}) for n in names]
     return FusionRetriever(parts, fusion=fusion, weights=fusion_weights, rrf_k=rrf_k, depth=fusion_depth)
+
+
+#: The fusion's own options: the keywords of :func:`load` (the other keywords are the parts' options).
+FUSION_OPTIONS = frozenset(p.name for p in inspect.signature(load).parameters.values()
+                           if p.kind is inspect.Parameter.KEYWORD_ONLY)

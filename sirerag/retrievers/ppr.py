@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from sirerag.graph.query_aids import seed_rows
 from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.core.types import Pool
+
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
@@ -214,22 +217,25 @@ def _covered(query: str, entity: str, matches: Sequence[Any]) -> bool:
     return at >= 0 and any(at < m.end and m.start < at + len(entity) for m in matches)
 
 
-def build_tagger(index: Any, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
+def build_tagger(index: LoadedIndex, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
     """The offline entity tagger of the index's build, for query NER: ``extraction.ner`` of
     the manifest's config; the rule tagger is fitted on the index's chunks as at build time, or read
     from ``counts`` (its fitted state, stored with the graph)."""
     from sirerag.extraction.offline import offline_extractor
 
-    ner = index.manifest.get("config", {}).get("extraction", {}).get("ner", "rules")
+    ner = index.manifest.build_config(source=index.path / "manifest.json").extraction.ner
     if counts is None and not ner.startswith("spacy:"):
         logger.info("%s: no stored tagger counts (an older build); fitting the tagger on the chunks", index.path)
     return offline_extractor(ner, lambda: (c.text for c in index.chunks()), counts=counts).tag
 
 
-def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,
-         tagger: Callable[[str], Sequence[str]] | None = None, bridge_hops: int | None = None,
+def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,
+         tagger: Callable[[str], Sequence[str]] | None = None, damping: float | None = None, tol: float | None = None,
+         max_iter: int | None = None, passage_weight: float | None = None, top_facts: int | None = None,
+         top_entities: int | None = None, surface: bool | None = None, passage_seeds: str | None = None,
+         bm25_share: float | None = None, entry_score: str | None = None, bridge_hops: int | None = None,
          bridge_top: int | None = None, bridge_threshold: float | None = None, bridge_weight: float | None = None,
-         bridge_max_seeds: int | None = None, **options: Any) -> PPRRetriever:
+         bridge_max_seeds: int | None = None) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
@@ -259,12 +265,12 @@ def load(index: Any, *, embedder: Any | None = None, linking: str = "ner", fact_
         graph, meta = load_graph(folder, facts=linking == "fact" or settings_b.hops > 0)  # facts: linking, bridging
     aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))
-    kwargs = {name: options[name] if options.get(name) is not None else settings[name]
-              for name in ("damping", "tol", "max_iter") if options.get(name) is not None or name in settings}
-    for name in ("passage_weight", "top_facts", "top_entities", "surface", "passage_seeds", "bm25_share",
-                 "entry_score"):
-        if options.get(name) is not None:
-            kwargs[name] = options[name]
+    given = {"damping": damping, "tol": tol, "max_iter": max_iter}  # None: the value recorded with the graph
+    kwargs = {name: value if value is not None else settings[name] for name, value in given.items()
+              if value is not None or name in settings}
+    tuning = {"passage_weight": passage_weight, "top_facts": top_facts, "top_entities": top_entities,
+              "surface": surface, "passage_seeds": passage_seeds, "bm25_share": bm25_share, "entry_score": entry_score}
+    kwargs.update({name: value for name, value in tuning.items() if value is not None})
     embedder = index_embedder(index, embedder)
     with index.reading():  # the stored query aids of the same commit
         if linking == "ner" and tagger is None:

@@ -1,13 +1,19 @@
-"""The retrievers by name: the module that loads each and the options it takes (no fusion, no pool rule)."""
+"""The retrievers by name, and the options each takes: the keyword arguments of its module's ``load``
+(no second list to drift from it; no fusion, no pool rule)."""
 from __future__ import annotations
 
+import functools
 import importlib
-from typing import Any
+import inspect
+from typing import TYPE_CHECKING, Any, Callable
 
 from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Retriever
 
-#: retriever name -> module that provides ``load(index, **options) -> Retriever``
+if TYPE_CHECKING:
+    from sirerag.pool.store import LoadedIndex
+
+#: retriever name -> module that provides ``load(index, *, option=default, ...) -> Retriever``
 RETRIEVERS: dict[str, str] = {
     "dense": "sirerag.retrievers.dense",
     "bm25": "sirerag.retrievers.bm25",
@@ -15,22 +21,31 @@ RETRIEVERS: dict[str, str] = {
     "ppr": "sirerag.retrievers.ppr",
 }
 
-#: options each retriever takes (anything else is an error, not silently ignored)
-OPTIONS: dict[str, frozenset[str]] = {
-    "dense": frozenset({"embedder"}),
-    "bm25": frozenset({"k1", "b", "method"}),
-    "colbert": frozenset({"checkpoint", "nbits", "doc_maxlen", "query_maxlen", "timeout", "build_timeout",
-                          "rebuild"}),
-    "ppr": frozenset({"embedder", "linking", "fact_filter", "tagger", "damping", "tol", "max_iter",
-                      "passage_weight", "top_facts", "top_entities", "surface", "passage_seeds", "bm25_share",
-                      "entry_score", "bridge_hops", "bridge_top", "bridge_threshold", "bridge_weight",
-                      "bridge_max_seeds"}),
-}
 
-
-def load_base(name: str, index: Any, **options: Any) -> Retriever:
-    """One retriever (no fusion, no pool rule) over a loaded index."""
+def loader(name: str) -> Callable[..., Retriever]:
+    """The ``load`` function of retriever ``name``; ConfigError for an unknown name."""
     if name not in RETRIEVERS:
         raise ConfigError(f"retriever must be one of {sorted(RETRIEVERS)} or a fusion like 'dense+bm25', got {name!r}")
-    module = importlib.import_module(RETRIEVERS[name])
-    return module.load(index, **options)
+    return importlib.import_module(RETRIEVERS[name]).load
+
+
+@functools.lru_cache(maxsize=None)
+def options_of(name: str) -> frozenset[str]:
+    """The options retriever ``name`` takes: the keyword-only parameters of its ``load``. A ``load`` that
+    takes ``**kwargs`` would accept anything and is refused (TypeError), so no option is silently ignored."""
+    load = loader(name)
+    parameters = inspect.signature(load).parameters.values()
+    loose = [p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD]
+    if loose:
+        raise TypeError(f"{RETRIEVERS[name]}.load takes **{loose[0]}: its options must be named keywords")
+    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def load_base(name: str, index: LoadedIndex, **options: Any) -> Retriever:
+    """One retriever (no fusion, no pool rule) over a loaded index; ConfigError for an option it does not
+    take, naming the retriever, the option and the valid ones."""
+    load = loader(name)
+    unknown = sorted(set(options) - options_of(name))
+    if unknown:
+        raise ConfigError(f"retriever {name!r} does not take option(s) {unknown}; valid: {sorted(options_of(name))}")
+    return load(index, **options)

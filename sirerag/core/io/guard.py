@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sirerag.core.errors import ConfigError, IndexFormatError
-from sirerag.core.io.manifest import MANIFEST, UNLISTED, parse_manifest
+from sirerag.core.io.manifest import MANIFEST, UNLISTED, listed_names
 from sirerag.core.io.markers import GENERATOR, written_by_sirerag
 
 #: The marker file of a folder written by ``sirerag data convert``.
@@ -62,7 +62,7 @@ def is_index(folder: Path) -> bool:
     if not (folder / MANIFEST).is_file():
         return False
     try:
-        parse_manifest(folder)
+        listed_names(folder)
     except IndexFormatError:
         return False
     return True
@@ -155,11 +155,10 @@ def check_index_out(out: str | Path, *, keep: tuple[str, ...] = UNLISTED, option
     allowed = set(keep)
     if MANIFEST in names:
         try:
-            manifest = parse_manifest(resolved)
+            listed = listed_names(resolved)
         except IndexFormatError as exc:
             raise ConfigError(f"{option} {out} is not a sirerag index ({exc}); choose a new or empty folder") from None
-        files = manifest.get("files")
-        allowed |= {MANIFEST} | ({rel.split("/")[0] for rel in files} if isinstance(files, dict) else LEGACY_NAMES)
+        allowed |= {MANIFEST} | (listed if listed is not None else LEGACY_NAMES)
     foreign = _foreign(names, allowed)
     if foreign:
         kind = "a sirerag index that also holds" if MANIFEST in names else "not a sirerag index; it holds"
@@ -272,10 +271,10 @@ def check_cache_dir(cache: str | Path, *, index: str | Path | None = None, optio
 def parent_files(index: Path) -> set[str]:
     """Top-level names the manifest of ``index`` lists."""
     try:
-        files = parse_manifest(index).get("files")
+        listed = listed_names(index)
     except IndexFormatError:
         return set(LEGACY_NAMES)
-    return {rel.split("/")[0] for rel in files} | {MANIFEST} if isinstance(files, dict) else set(LEGACY_NAMES)
+    return listed | {MANIFEST} if listed is not None else set(LEGACY_NAMES)
 
 
 def check_file_outs(outputs: dict[str, Any], *, inputs: Iterable[Any] = ()) -> dict[str, Path | None]:

@@ -1,0 +1,192 @@
+"""The parts of a manifest as records: :class:`FileRecord`, :class:`EmbedderRecord`, :class:`Component`,
+:class:`Drift`, :class:`Corpus`; each reads its JSON object (``from_dict``, errors naming the field) and
+writes it back (``to_dict``: the fields set, then the ones this version does not know, kept in ``extra``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+from sirerag.core.errors import IndexFormatError
+
+#: Version of the index directory layout; bump on incompatible changes
+#: (2: the manifest lists every file with its size and sha256).
+FORMAT_VERSION = 2
+#: The marker that says a manifest was written by sirerag.
+FORMAT_MARKER = "sirerag-index"
+#: The fields :func:`write_manifest` writes itself (format marker, versions, file records).
+HEADER = ("format", "format_version", "sirerag_version", "files")
+
+
+def bad_field(where: str, expected: str, value: Any) -> IndexFormatError:
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    return IndexFormatError(f"manifest field {where!r} must be {expected}, got {shown}")
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "int": (is_int, "an integer"),
+    "number": (_is_number, "a number"),
+    "dict": (lambda v: isinstance(v, dict), "an object"),
+    "list": (lambda v: isinstance(v, list), "a list"),
+    "ints": (lambda v: isinstance(v, list) and all(is_int(n) for n in v), "a list of integers"),
+}
+
+
+def as_object(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise bad_field(where, "an object", data)
+    return data
+
+
+def take(data: Mapping[str, Any], key: str, kind: str, where: str, *, required: bool = False,
+          nullable: bool = True) -> Any:
+    """``data[key]`` checked against ``kind`` (:data:`_KINDS`); None when absent (or null and ``nullable``)."""
+    name = f"{where}.{key}" if where else key
+    if key not in data:
+        if required:
+            raise IndexFormatError(f"manifest field {name!r} is missing")
+        return None
+    value = data[key]
+    if value is None and nullable and not required:
+        return None
+    test, expected = _KINDS[kind]
+    if not test(value):
+        raise bad_field(name, expected, value)
+    return value
+
+
+def _plain(record: Any) -> dict[str, Any]:
+    """The fields of a record dataclass that are set (not None), in field order, then its ``extra``."""
+    out = {f.name: getattr(record, f.name) for f in fields(record) if f.name != "extra"
+           and getattr(record, f.name) is not None}
+    return {**out, **getattr(record, "extra", {})}
+
+
+def _extra(data: Mapping[str, Any], cls: type) -> dict[str, Any]:
+    known = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k not in known}
+
+
+@dataclass
+class FileRecord:
+    """One index file: its size and sha256; ``rows`` of a ``.jsonl``; ``dtype``, ``shape`` and the sample
+    checksum (:func:`~sirerag.core.io.checksums.sample_digest`) of a ``.npy`` (manifests before it have none)."""
+
+    size: int
+    sha256: str
+    rows: int | None = None
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+    sample_sha256: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "files") -> "FileRecord":
+        data = as_object(data, where)
+        shape = take(data, "shape", "ints", where)
+        return cls(size=take(data, "size", "int", where, required=True),
+                   sha256=take(data, "sha256", "str", where, required=True), rows=take(data, "rows", "int", where),
+                   dtype=take(data, "dtype", "str", where), shape=tuple(shape) if shape is not None else None,
+                   sample_sha256=take(data, "sample_sha256", "str", where), extra=_extra(data, cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = _plain(self)
+        if self.shape is not None:
+            out["shape"] = list(self.shape)
+        return out
+
+
+@dataclass
+class EmbedderRecord:
+    """The embedder of the pool: ``spec`` (its name in cache keys), ``load_spec`` (what loads it again, as given
+    to the build), ``dim``, and ``query_export`` (the ONNX export of MiniLM queries use: backend and key)."""
+
+    spec: str | None = None
+    load_spec: str | None = None
+    dim: int | None = None
+    query_export: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "embedder") -> "EmbedderRecord":
+        data = as_object(data, where)
+        return cls(spec=take(data, "spec", "str", where), load_spec=take(data, "load_spec", "str", where),
+                   dim=take(data, "dim", "int", where), query_export=take(data, "query_export", "dict", where),
+                   extra=_extra(data, cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @property
+    def loads_as(self) -> str | None:
+        """The spec that loads this embedder again (``load_spec``, else ``spec``)."""
+        return self.load_spec or self.spec
+
+
+@dataclass
+class Component:
+    """An optional part of an index (``pool``, ``bm25``, ``graph``, ``colbert``): its ``type``, its folder
+    (``path``, relative to the index) and the settings and counts its own module records (``info``)."""
+
+    type: str | None = None
+    path: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "components") -> "Component":
+        data = as_object(data, where)
+        return cls(type=take(data, "type", "str", where), path=take(data, "path", "str", where),
+                   info={k: v for k, v in data.items() if k not in ("type", "path")})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**({"type": self.type} if self.type is not None else {}),
+                **({"path": self.path} if self.path is not None else {}), **self.info}
+
+
+@dataclass
+class Drift:
+    """Leaves added and removed by ``sirerag add``/``remove`` since the last full build, ``share`` of the
+    leaves that build had; ``summaries_stale``: summaries kept although their members changed."""
+
+    leaves_at_full_build: int
+    leaves_added: int = 0
+    leaves_removed: int = 0
+    share: float | None = None
+    summaries_stale: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "drift") -> "Drift":
+        data = as_object(data, where)
+        return cls(leaves_at_full_build=take(data, "leaves_at_full_build", "int", where, required=True),
+                   leaves_added=take(data, "leaves_added", "int", where) or 0,
+                   leaves_removed=take(data, "leaves_removed", "int", where) or 0,
+                   share=take(data, "share", "number", where),
+                   summaries_stale=take(data, "summaries_stale", "int", where), extra=_extra(data, cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+
+@dataclass
+class Corpus:
+    """What the index was built from: ``documents`` (their count after the last build or update)."""
+
+    documents: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "corpus") -> "Corpus":
+        data = as_object(data, where)
+        return cls(documents=take(data, "documents", "int", where), extra=_extra(data, cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
