@@ -36,7 +36,7 @@ DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
 
 #: PPR leads only where the graph links passages: at least this share of the passages must have a title
 #: that other passages' propositions name (the graph's ``linked_titles``). Entity-centric corpora (Wikipedia
-#: paragraphs: 17-19% on the bench corpora) clear it; a folder of files titled by their paths has none, and
+#: paragraphs: 16-19% on the bench corpora) clear it; a folder of files titled by their paths has none, and
 #: there dense retrieval finds what PPR misses (docs/ppr.md, "A default that fits the corpus").
 MIN_LINKED_TITLES = 0.05
 
