@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                              "between equally valid full builds")
     parser.add_argument("--seed-check", action="store_true", help="the same as --extra-seeds 1")
     args = parser.parse_args(argv)
-    report = Report("bench_incremental", argv)
+    bench_report = Report("bench_incremental", argv)
     thresholds = [float(t) for t in args.thresholds.split(",")]
     extra = max(args.extra_seeds, 1 if args.seed_check else 0)
 
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             "summaries_stale": row["counts"].get("summaries_stale", 0),
             **{f"delta_{m}": round(row[m] - full[m], 4) for m in spread},
             **{f"delta_{m}_vs_mean_full": round(row[m] - summary["full_builds"][m]["mean"], 4) for m in spread}})
-    report.results.update(summary)
-    report.write(args.json_out)
+    bench_report.results.update(summary)
+    bench_report.write(args.json_out)
     return 0
 
 
