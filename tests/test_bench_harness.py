@@ -1,6 +1,7 @@
 """The benchmark harness (benchmarks/harness.py): percentiles against numpy's, the report's JSON schema,
-peak RSS of this process and of a child process, the timer's fields, and that no benchmark keeps a timer,
-a percentile or an RSS reading of its own or imports the tests. No timing thresholds: nothing here depends
+peak RSS of this process and of a child process, the timer's fields, that no benchmark keeps a timer,
+a percentile or an RSS reading of its own or imports the tests, and bench_build's per-stage fields (the old
+ones kept, tokens counted as the model sees them). No timing thresholds: nothing here depends
 on the machine's speed."""
 from __future__ import annotations
 
@@ -103,3 +104,47 @@ def test_benchmarks_measure_only_through_the_harness(path):
     assert not imported & {"resource", "statistics"}, path.name
     assert not any(m == "tests" or m.startswith(("tests.", "_")) for m in imported), path.name
     assert "sys.path.insert" not in text, path.name
+
+
+class _Tokenizer:
+    """Stands in for a Hugging Face tokenizer: one token per word plus [CLS] and [SEP]."""
+
+    def __call__(self, texts, add_special_tokens=True, verbose=False):
+        return {"input_ids": [[0] * (len(t.split()) + 2 * add_special_tokens) for t in texts]}
+
+
+class _Model:
+    tokenizer, max_seq_length = _Tokenizer(), 6
+
+
+class _Embedder:
+    model = _Model()
+
+
+OLD_STAGE_FIELDS = {"stage", "wall_s", "cpu_s", "numba_compile_cpu_s", "texts_embedded", "texts_per_s",
+                    "peak_rss_mib"}
+
+
+def test_bench_build_stages_keep_the_old_fields_and_count_tokens_as_the_model_sees_them():
+    from benchmarks.bench_build import Probe
+
+    probe = Probe()
+    start = harness.Mark.now()
+    probe.on_stage("embed_leaves", "start", 0.0)
+    probe.totals["embedded"] += 3
+    probe.count_tokens(_Embedder(), ["one two", "one two three four five six", "one"])  # 4, 8 (cut to 6), 3
+    probe.on_stage("embed_leaves", "end", 0.5)
+    probe.on_stage("pool", "start", 0.0)
+    probe.on_stage("pool", "end", 0.1)
+    probe.cut("finish")
+    assert [s["stage"] for s in probe.stages] == ["setup", "embed_leaves", "pool", "finish"]
+    leaves = probe.stages[1]
+    assert OLD_STAGE_FIELDS <= set(leaves)
+    assert (leaves["texts_embedded"], leaves["tokens_embedded"], leaves["tokens_untruncated"],
+            leaves["texts_truncated"]) == (3, 13, 15, 1)
+    assert probe.stages[2]["tokens_embedded"] == 0
+    total = probe.total(start)
+    assert {"wall_s", "cpu_s", "texts_embedded", "peak_rss_mib", "numba_compilations", "token_count_s"} <= set(total)
+    assert total["tokens_embedded"] == 13
+    probe.count_tokens(object(), ["an embedder without a tokenizer"])
+    assert probe.total(start)["tokens_embedded"] is None
