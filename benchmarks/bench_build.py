@@ -29,7 +29,6 @@ second-run cost.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -176,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     from sirerag.cli.build import config_from_args
     from sirerag.cli.main import build_parser
     from sirerag.cli.numba_cache import cache_umap_functions, configure_numba_cache
+    from sirerag.core.io import read_manifest
     from sirerag.pipeline.build import build_index
 
     command = ["build", args.corpus, "--out", args.out, "--quiet", *extra]
@@ -189,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     build_index(Path(args.corpus), Path(args.out), config, cache_dir=build_args.cache, show_progress=False,
                 on_stage=probe.on_stage)
     probe.cut("finish")
-    manifest = json.loads((Path(args.out) / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(args.out)
     report.results.update({
         "corpus": args.corpus, "build_command": ["sirerag", *command], "returncode": 0,
         "numba_cache_dir": os.environ.get("NUMBA_CACHE_DIR"), "total": probe.total(start), "stages": probe.stages,
-        "build_timings": manifest.get("timings"), "counts": manifest.get("counts"),
-        "embedder": manifest.get("embedder")})
+        "build_timings": manifest.timings, "counts": manifest.counts,
+        "embedder": manifest.embedder.to_dict() if manifest.embedder is not None else None})
     report.write(args.json_out)
     return 0
 

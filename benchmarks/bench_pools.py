@@ -166,6 +166,8 @@ def main() -> None:
     report = Report("bench_pools")
     if args.grid:
         return grid(args, report)
+    from sirerag.core.io import read_manifest
+
     root = Path(args.out).resolve()
     root.mkdir(parents=True, exist_ok=True)
     (root / "ablation_a.toml").write_text("[relatedness]\nsummaries = false\n")
@@ -182,7 +184,7 @@ def main() -> None:
                 # results go beside the index: a rebuild replaces the index folder and refuses foreign files
                 (root / dataset / f"{variant}-bench_build.json").write_text(json.dumps(measured))
             info = json.loads((root / dataset / f"{variant}-bench_build.json").read_text())
-            manifest = json.loads((index / "manifest.json").read_text())
+            manifest = read_manifest(index)
             for retriever in args.retrievers:
                 out = root / dataset / f"{variant}-eval-{retriever}.json"
                 cmd = [sys.executable, "-m", "sirerag.cli.main", "--quiet", "eval", str(index), "--questions",
@@ -194,7 +196,7 @@ def main() -> None:
                 timed(cmd, root / f"{dataset}-{variant}-{retriever}-eval.log")
                 result = json.loads(out.read_text())
                 rows.append({"dataset": dataset, "variant": variant, "retriever": retriever,
-                             "pool": manifest["counts"]["pool"]["entries"], "build_s": info["wall_s"],
+                             "pool": manifest.counts["pool"]["entries"], "build_s": info["wall_s"],
                              "build_cpu_s": info["cpu_s"], "build_peak_rss_mib": info["peak_rss_mib"], **result})
     cols = ["passage_recall@2", "passage_recall@5", "answer_recall@512", "answer_recall@1024", "latency_ms_p50"]
     print("| dataset | pool | retriever | n | " + " | ".join(cols) + " | build s | build peak MiB |")

@@ -46,7 +46,7 @@ def main() -> None:
         if item.name not in (GRAPH_DIR, "manifest.json", "cache"):
             (target / item.name).symlink_to(item.resolve())
     shutil.copy(src / "manifest.json", target / "manifest.json")
-    settings = dict(index.manifest.get("config", {}).get("graph", {}))
+    settings = dict(index.manifest.config.get("graph", {}))
     config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
     changes = {"enabled": True}
     for name in ("title_weight", "synonym_max_neighbors", "synonym_threshold"):
@@ -56,7 +56,10 @@ def main() -> None:
         changes["embed_facts"] = True
     config = dataclasses.replace(config, **changes)
     config.validate()
-    spec = index.manifest["embedder"].get("load_spec") or index.manifest["embedder"]["spec"]
+    record = index.manifest.embedder
+    spec = (record.load_spec or record.spec) if record is not None else None
+    if spec is None:
+        raise SystemExit(f"{src}: the manifest names no embedder; nothing to embed the graph's names with")
     cache = Path(args.cache) if args.cache else src / "cache"
     embedder = load_embedder(spec, cache_dir=cache / "embeddings", show_progress=False)
     with Timer() as timer:
