@@ -9,7 +9,7 @@ The teacher is better than the student and costs nothing: a scripted OpenAI-comp
 from tests/data/tagger_gold.jsonl (the sentence as the one fact, the annotated entities), and
 refusing one sentence on purpose. The ``dev`` sentences train; the held-out metric is generation
 on the file's ``heldout`` sentences, which no training example contains, scored with the build's
-parser by ``finetune evaluate``. scripts/finetune_demo_gold.py measures the same on all 74 sentences.
+parser by ``finetune evaluate``. benchmarks/finetune_demo_gold.py measures the same on all 74 sentences.
 SmolLM2 ships as a GGUF file, which transformers dequantises on every load (about 20 s here); the
 module dequantises it once into a float32 folder (``base``), and every load here reads that folder,
 which is the same model. Every fixture is module-scoped; no test reads what another test left behind.

@@ -1,11 +1,12 @@
-"""The similarity + keyword chunk graph of the BABILong blog post."""
+"""The similarity + keyword chunk graph of the BABILong blog post (benchmarks/keyword_graph.py, used by the
+bAbI benchmark)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from sirerag.core.errors import ConfigError
-from sirerag.retrievers.keyword_graph import KeywordGraphRetriever, chunk_adjacency, keyword_matrix
+from benchmarks.keyword_graph import KeywordGraphRetriever, chunk_adjacency, keyword_matrix
 
 # a bAbI-like story: the football is picked up by Daniel (0), who then moves (2, 4); others move too
 STORY_KEYWORDS = [{"daniel", "football"}, {"mary"}, {"daniel", "kitchen"}, {"mary", "garden"}, {"daniel", "office"}]

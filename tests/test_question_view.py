@@ -16,7 +16,7 @@ from sirerag.report.render import write_report
 from sirerag.retrievers import load_retriever
 from sirerag.retrievers.ppr_explain import explain
 
-from _browser import DevTools, find_chromium
+from benchmarks.browser import DevTools, find_chromium
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 BROWSER = find_chromium()

@@ -10,7 +10,7 @@ from sirerag.cli.main import main
 from sirerag.core.errors import InputError
 from sirerag.report.render import decode_data, encode_data, fill, write_report
 
-from _browser import DevTools, find_chromium, run_headless
+from benchmarks.browser import DevTools, find_chromium, run_headless
 from _report_index import DOCS, ENTITIES, XSS, make_index
 
 BROWSER = find_chromium()

@@ -11,7 +11,7 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.report.render import decode_data
 
-from _browser import DevTools, find_chromium, run_headless
+from benchmarks.browser import DevTools, find_chromium, run_headless
 from _report_index import XSS
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -16,7 +16,7 @@ Two things make it cheaper here without changing which models are compared:
   of the grid. BIC(k) is noisy and, for the local clusters, often has two dips (a
   shallow one at small k and a deeper one where components collapse onto a few
   points each), which is why the whole grid is scanned rather than stopping at
-  the first minimum. ``scripts/bench_similarity_tree.py --exhaustive`` measures
+  the first minimum. ``benchmarks/bench_similarity_tree.py --exhaustive`` measures
   how often the fast and the exhaustive search choose the same k.
 """
 from __future__ import annotations

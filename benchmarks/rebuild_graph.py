@@ -6,18 +6,17 @@ so a rebuild pays only for names it has not embedded before. INDEX is left alone
 new folder ``--out DIR`` gets links to its files and a graph of its own (a variant to
 compare, or to search instead of INDEX).
 
-    python scripts/rebuild_graph.py idx-musique --out idx-musique-tw3 --title-weight 3
+    python -m benchmarks.rebuild_graph idx-musique --out idx-musique-tw3 --title-weight 3
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import shutil
-import time
 from pathlib import Path
 
+from benchmarks.harness import Report, Timer, add_json_argument
 from sirerag.core.config import GraphConfig
 from sirerag.embedding import load_embedder
 from sirerag.graph.store import GRAPH_DIR, build_and_save_graph
@@ -33,7 +32,9 @@ def main() -> None:
     ap.add_argument("--embed-facts", action="store_true")
     ap.add_argument("--synonym-max-neighbors", type=int)
     ap.add_argument("--synonym-threshold", type=float)
+    add_json_argument(ap)
     args = ap.parse_args()
+    report = Report("rebuild_graph")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     src = Path(args.index)
     index = load_index(src)
@@ -45,7 +46,7 @@ def main() -> None:
         if item.name not in (GRAPH_DIR, "manifest.json", "cache"):
             (target / item.name).symlink_to(item.resolve())
     shutil.copy(src / "manifest.json", target / "manifest.json")
-    settings = dict(index.manifest.get("config", {}).get("graph", {}))
+    settings = dict(index.manifest.config.get("graph", {}))
     config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
     changes = {"enabled": True}
     for name in ("title_weight", "synonym_max_neighbors", "synonym_threshold"):
@@ -55,13 +56,18 @@ def main() -> None:
         changes["embed_facts"] = True
     config = dataclasses.replace(config, **changes)
     config.validate()
-    spec = index.manifest["embedder"].get("load_spec") or index.manifest["embedder"]["spec"]
+    record = index.manifest.embedder
+    spec = (record.load_spec or record.spec) if record is not None else None
+    if spec is None:
+        raise SystemExit(f"{src}: the manifest names no embedder; nothing to embed the graph's names with")
     cache = Path(args.cache) if args.cache else src / "cache"
     embedder = load_embedder(spec, cache_dir=cache / "embeddings", show_progress=False)
-    start = time.perf_counter()
-    info = build_and_save_graph(target, index.documents(), index.propositions(), embedder=embedder, config=config)
-    register_component(target, "graph", **info)
-    print(json.dumps({"seconds": round(time.perf_counter() - start, 1), "stats": info["stats"]}))
+    with Timer() as timer:
+        info = build_and_save_graph(target, index.documents(), index.propositions(), embedder=embedder, config=config)
+        register_component(target, "graph", **info)
+    report.results.update({"index": str(src), "variant": str(target), "graph_config": dataclasses.asdict(config),
+                           "seconds": round(timer.wall_s, 1), **timer.to_dict(ndigits=2), "stats": info["stats"]})
+    report.write(args.json_out)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Example::
 
-    python scripts/bench_embedding.py /work/shared/bench/2wikimultihopqa/corpus.jsonl \
+    python -m benchmarks.bench_embedding /work/shared/bench/2wikimultihopqa/corpus.jsonl \
         --sample 2000 --batch-size 64
 
 Texts are the corpus passages as the build embeds them (``passage`` mode: the
@@ -12,16 +12,14 @@ embedder is loaded and warmed up before the clock starts; no cache is used.
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import resource
 import sys
-import time
 
-from sirerag.text.chunking import chunk_documents
+from benchmarks.harness import Report, Timer, add_json_argument, percentiles, peak_rss_mib
 from sirerag.core.config import ChunkingConfig
-from sirerag.embedding import load_embedder
 from sirerag.core.io.corpus import load_corpus
+from sirerag.embedding import load_embedder
+from sirerag.text.chunking import chunk_documents
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parity-with", metavar="SPEC",
                         help="also embed the texts with SPEC and report the cosine of each pair of rows")
     parser.add_argument("--query-runs", type=int, default=30, help="one-query encodings timed for the latency")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
+    report = Report("bench_embedding", argv)
 
     documents = load_corpus(args.corpus)
     if 0 < args.sample < len(documents):
@@ -45,9 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     chunks = chunk_documents(documents, ChunkingConfig(mode=args.mode))
     texts = [c.text for c in chunks]
 
-    start = time.perf_counter()
-    embedder = load_embedder(args.spec, batch_size=args.batch_size, show_progress=False)
-    load_s = time.perf_counter() - start
+    with Timer() as loading:
+        embedder = load_embedder(args.spec, batch_size=args.batch_size, show_progress=False)
     if args.threads > 0:
         import torch
 
@@ -56,18 +55,19 @@ def main(argv: list[str] | None = None) -> int:
 
     best, cpu = float("inf"), float("inf")
     for _ in range(max(1, args.repeats)):
-        start, cpu_start = time.perf_counter(), time.process_time()
-        vectors = embedder.encode_documents(texts)
-        if time.perf_counter() - start < best:
-            best, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+        with Timer() as run:
+            vectors = embedder.encode_documents(texts)
+        if run.wall_s < best:
+            best, cpu = run.wall_s, run.cpu_s
 
     query = "Who is the father of the director of film Polish-Russian War?"
     embedder.encode_queries([query])
-    q_start, q_cpu = time.perf_counter(), time.process_time()
+    query_wall, query_cpu = [], []
     for _ in range(args.query_runs):
-        embedder.encode_queries([query])
-    query_ms = (time.perf_counter() - q_start) / max(1, args.query_runs) * 1000
-    query_cpu_ms = (time.process_time() - q_cpu) / max(1, args.query_runs) * 1000
+        with Timer() as one:
+            embedder.encode_queries([query])
+        query_wall.append(one.wall_s)
+        query_cpu.append(one.cpu_s)
     parity = None
     if args.parity_with:
         reference = load_embedder(args.parity_with, batch_size=args.batch_size, show_progress=False)
@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     threads = None
     if "torch" in sys.modules:
         threads = sys.modules["torch"].get_num_threads()
-    result = {
+    result = report.results
+    result.update({
         "spec": embedder.spec,
         "corpus": str(args.corpus),
         "mode": args.mode,
@@ -85,22 +86,23 @@ def main(argv: list[str] | None = None) -> int:
         "mean_tokens_cl100k": round(sum(c.n_tokens for c in chunks) / max(1, len(chunks)), 1),
         "batch_size": args.batch_size,
         "torch_threads": threads,
-        "load_seconds": round(load_s, 2),
+        "load_seconds": round(loading.wall_s, 2),
         "encode_seconds": round(best, 2),
         "passages_per_second": round(len(texts) / best, 1),
         # CPU seconds of this process: robust to other jobs on the machine
         "cpu_seconds": round(cpu, 2),
         "passages_per_cpu_second": round(len(texts) / cpu, 1),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mib": peak_rss_mib(),
         "shape": list(vectors.shape),
-        "one_query_ms": round(query_ms, 1),
-        "one_query_cpu_ms": round(query_cpu_ms, 1),
+        "one_query_ms": percentiles(query_wall, unit="ms", ndigits=1)["mean_ms"],
+        "one_query_cpu_ms": percentiles(query_cpu, unit="ms", ndigits=1)["mean_ms"],
+        "one_query_latency": percentiles(query_wall, unit="ms", ndigits=1),
         "parity": parity,
-    }
+    })
     print(f"{result['passages_per_second']} passages/s ({len(texts)} texts in {result['encode_seconds']} s "
           f"wall, {result['cpu_seconds']} s CPU; batch {args.batch_size}, {threads} torch threads); "
           f"peak RSS {result['peak_rss_mib']} MiB")
-    print(json.dumps(result))
+    report.write(args.json_out)
     return 0
 
 

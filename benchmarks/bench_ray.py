@@ -1,6 +1,6 @@
 """Embed the same passages with the local engine and with the Ray engine; print wall and CPU times.
 
-    python scripts/bench_ray.py [CORPUS] [--limit 5000] [--actors 2] [--num-cpus 2] [--json OUT]
+    python -m benchmarks.bench_ray [CORPUS] [--limit 5000] [--actors 2] [--num-cpus 2] [--json OUT]
 
 CORPUS defaults to the 2WikiMultiHopQA corpus of ../shared/bench (relative to the repository).
 Each engine embeds the first ``--limit`` passages (title + text, as a passage-mode build does)
@@ -16,8 +16,9 @@ import json
 import logging
 import os
 import tempfile
-import time
 from pathlib import Path
+
+from benchmarks.harness import Report, Timer, add_json_argument
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / ".." / "shared" / "bench" / "2wikimultihopqa" / "corpus.jsonl"
@@ -40,9 +41,9 @@ def embed(texts: list[str], engine, batch_size: int):  # noqa: ANN001, ANN201
     with tempfile.TemporaryDirectory() as cache:
         embedder = load_embedder("minilm", batch_size=batch_size, cache_dir=cache, show_progress=False,
                                  engine=engine)
-        wall, cpu = time.perf_counter(), time.process_time()
-        vectors = embedder.encode_documents(texts)
-        result = {"wall_s": round(time.perf_counter() - wall, 2), "driver_cpu_s": round(time.process_time() - cpu, 2)}
+        with Timer() as timer:
+            vectors = embedder.encode_documents(texts)
+        result = {"wall_s": round(timer.wall_s, 2), "driver_cpu_s": round(timer.cpu_s, 2)}
         embedder.cache.close()
     result["texts_per_s"] = round(len(texts) / result["wall_s"], 1)
     return vectors, result
@@ -85,10 +86,9 @@ def llm_calls(n: int, url: str, engine) -> dict:  # noqa: ANN001
     requests = [LLMRequest(messages=(("user", f"request {i}"),), max_tokens=8) for i in range(n)]
     with tempfile.TemporaryDirectory() as cache:
         llm = load_llm(f"openai:echo@{url}", cache_dir=cache, engine=engine)
-        wall, cpu = time.perf_counter(), time.process_time()
-        answers = llm.complete_many(requests)
-        result = {"calls": n, "wall_s": round(time.perf_counter() - wall, 2),
-                  "driver_cpu_s": round(time.process_time() - cpu, 2)}
+        with Timer() as timer:
+            answers = llm.complete_many(requests)
+        result = {"calls": n, "wall_s": round(timer.wall_s, 2), "driver_cpu_s": round(timer.cpu_s, 2)}
         llm.cache.close()
     assert [a.text for a in answers] == [f"request {i}" for i in range(n)]
     result["calls_per_s"] = round(n / result["wall_s"], 1)
@@ -104,15 +104,17 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0, help="torch threads of the local run (0: torch's choice)")
     parser.add_argument("--llm-calls", type=int, default=2000, help="calls to an instant echo server (0: skip)")
-    parser.add_argument("--json", dest="json_out")
+    add_json_argument(parser)
     args = parser.parse_args()
+    harness_report = Report("bench_ray")
     logging.basicConfig(level=logging.WARNING)
 
     from sirerag.core.config import EngineConfig
     from sirerag.engine import LocalEngine, make_engine
 
     texts = passages(Path(args.corpus), args.limit)
-    report: dict = {"corpus": str(args.corpus), "passages": len(texts), "load_before": os.getloadavg()}
+    report = harness_report.results
+    report.update({"corpus": str(args.corpus), "passages": len(texts)})
     if args.threads:
         import torch
 
@@ -123,9 +125,9 @@ def main() -> None:
     if server is not None:
         report["llm_local"] = llm_calls(args.llm_calls, server.url, None)
 
-    start = time.perf_counter()
-    engine = make_engine(EngineConfig(name="ray", num_cpus=args.num_cpus, actors=args.actors))
-    report["ray_start_s"] = round(time.perf_counter() - start, 2)
+    with Timer() as starting:
+        engine = make_engine(EngineConfig(name="ray", num_cpus=args.num_cpus, actors=args.actors))
+    report["ray_start_s"] = round(starting.wall_s, 2)
     try:
         ray_vectors, report["ray"] = embed(texts, engine, args.batch_size)
         # a second, tiny job: what a stage pays before its first batch (actor start + model load)
@@ -138,9 +140,7 @@ def main() -> None:
     report["ray"]["actors"] = args.actors
     report["identical_bytes"] = bool(local_vectors.tobytes() == ray_vectors.tobytes())
     report["overhead_vs_local"] = round(report["ray"]["wall_s"] / report["local"]["wall_s"], 2)
-    print(json.dumps(report, indent=2))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    harness_report.write(args.json_out)
 
 
 if __name__ == "__main__":

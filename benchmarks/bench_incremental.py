@@ -3,7 +3,7 @@ with a full build of 100% (issue 15).
 
 Example (the run in docs/incremental.md)::
 
-    python scripts/bench_incremental.py ../shared/bench/musique --questions 212 --split all \
+    python -m benchmarks.bench_incremental ../shared/bench/musique --questions 212 --split all \
         --passages 800 --thresholds 0,0.15,0.3,0.5 --extra-seeds 2 --work /tmp/bench-incr --json bench_incremental.json
 
 The corpus is the gold passages of the first ``--questions`` questions (of ``--split``) plus the first other
@@ -22,16 +22,13 @@ equally valid builds.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.harness import Report, Timer, add_json_argument
 
 
 def _subset(folder: Path, n_questions: int, n_passages: int, seed: int, split: str) -> tuple[list, list, list]:
@@ -51,9 +48,9 @@ def _subset(folder: Path, n_questions: int, n_passages: int, seed: int, split: s
 
 
 def _timed(fn: Any) -> tuple[Any, float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    out = fn()
-    return out, round(time.perf_counter() - wall, 2), round(time.process_time() - cpu, 2)
+    with Timer() as timer:
+        out = fn()
+    return out, round(timer.wall_s, 2), round(timer.cpu_s, 2)
 
 
 def _quality(index_dir: Path, questions: list) -> dict[str, float]:
@@ -81,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passages", type=int, default=600, help="passages in the subset (gold ones first)")
     parser.add_argument("--work", required=True, help="scratch folder for the indexes and caches; must be new or empty")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", help="write the results here")
+    add_json_argument(parser)
     parser.add_argument("--thresholds", default="0,0.3", metavar="T,T,...",
                         help="refresh thresholds to add with (each on its own copy of the 80%% index; default 0,0.3)")
     parser.add_argument("--extra-seeds", type=int, default=0, metavar="K",
@@ -89,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                              "between equally valid full builds")
     parser.add_argument("--seed-check", action="store_true", help="the same as --extra-seeds 1")
     args = parser.parse_args(argv)
+    bench_report = Report("bench_incremental", argv)
     thresholds = [float(t) for t in args.thresholds.split(",")]
     extra = max(args.extra_seeds, 1 if args.seed_check else 0)
 
@@ -159,9 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             "summaries_stale": row["counts"].get("summaries_stale", 0),
             **{f"delta_{m}": round(row[m] - full[m], 4) for m in spread},
             **{f"delta_{m}_vs_mean_full": round(row[m] - summary["full_builds"][m]["mean"], 4) for m in spread}})
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    bench_report.results.update(summary)
+    bench_report.write(args.json_out)
     return 0
 
 

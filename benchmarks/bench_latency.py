@@ -3,22 +3,20 @@
 On a real index (``--index DIR --questions Q.jsonl``) every retriever answers the same
 questions one at a time (``search``, not ``search_many``) after a warm-up query; on a
 synthetic graph of ``--nodes`` nodes shaped like HippoRAG 2's MuSiQue graph
-(``scripts/bench_ppr.py``) the PageRank step alone is timed with HippoRAG 2-style
+(``benchmarks/synthetic.py``) the PageRank step alone is timed with HippoRAG 2-style
 resets (5 entity seeds plus 0.05 x a score on every passage node).
 
-    python scripts/bench_latency.py --index idx-musique --questions ../shared/bench/musique/questions.jsonl
-    python scripts/bench_latency.py --nodes 100000
+    python -m benchmarks.bench_latency --index idx-musique --questions ../shared/bench/musique/questions.jsonl
+    python -m benchmarks.bench_latency --nodes 100000
 """
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
+
+from benchmarks.harness import Report, Timer, add_json_argument, percentiles
+from benchmarks.synthetic import synthetic_graph
 
 RETRIEVERS = {
     "dense": ("dense", {}),
@@ -27,10 +25,6 @@ RETRIEVERS = {
     "ppr (ner)": ("ppr", {"linking": "ner"}),
     "dense+bm25+ppr": ("dense+bm25+ppr", {"linking": "ner"}),
 }
-
-
-def percentiles(values: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(statistics.median(values), 2), "p95_ms": round(float(np.percentile(values, 95)), 2)}
 
 
 def real_index(args: argparse.Namespace) -> dict[str, dict[str, float]]:
@@ -56,19 +50,16 @@ def real_index(args: argparse.Namespace) -> dict[str, dict[str, float]]:
         retriever.search("warm up query about Paris", k=10)
         times = []
         for q in questions:
-            start = time.perf_counter()
-            retriever.search(q, k=10)
-            times.append((time.perf_counter() - start) * 1000)
-        out[label] = percentiles(times)
+            with Timer() as one:
+                retriever.search(q, k=10)
+            times.append(one.wall_s)
+        out[label] = percentiles(times, unit="ms", ndigits=2)
         print(label, out[label], flush=True)
     out["torch_threads"] = {"threads": torch.get_num_threads()}
     return out
 
 
 def synthetic(args: argparse.Namespace) -> dict[str, float]:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_ppr import synthetic_graph
-
     from sirerag.graph.ppr import PersonalizedPageRank
 
     n_passages = max(args.nodes // 10, 1)
@@ -80,10 +71,10 @@ def synthetic(args: argparse.Namespace) -> dict[str, float]:
         reset = np.zeros(adjacency.shape[0])
         reset[rng.choice(n_entities, 5, replace=False)] = rng.random(5)
         reset[n_entities:] = 0.05 * rng.random(adjacency.shape[0] - n_entities)
-        start = time.perf_counter()
-        pagerank.run(reset[:, None])
-        times.append((time.perf_counter() - start) * 1000)
-    result = {"nodes": adjacency.shape[0], "edges": int(adjacency.nnz // 2), **percentiles(times)}
+        with Timer() as one:
+            pagerank.run(reset[:, None])
+        times.append(one.wall_s)
+    result = {"nodes": adjacency.shape[0], "edges": int(adjacency.nnz // 2), **percentiles(times, unit="ms", ndigits=2)}
     print("ppr synthetic", result, flush=True)
     return result
 
@@ -96,15 +87,15 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--nodes", type=int, help="also time PageRank on a synthetic graph of this many nodes")
     ap.add_argument("--threads", type=int, help="torch threads for query encoding")
-    ap.add_argument("--json", dest="json_out")
+    add_json_argument(ap)
     args = ap.parse_args()
-    result = {"load": open("/proc/loadavg").read().split()[:3]}
+    report = Report("bench_latency")
+    result = report.results
     if args.index:
         result["index"] = real_index(args)
     if args.nodes:
         result["synthetic"] = synthetic(args)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(result, indent=2))
+    report.write(args.json_out)
 
 
 if __name__ == "__main__":

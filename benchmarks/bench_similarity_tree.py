@@ -2,7 +2,7 @@
 
 Example::
 
-    python scripts/bench_similarity_tree.py /work/shared/bench/2wikimultihopqa/corpus.jsonl --exhaustive
+    python -m benchmarks.bench_similarity_tree /work/shared/bench/2wikimultihopqa/corpus.jsonl --exhaustive
 
 The passages are embedded with MiniLM once (``passage`` mode: one chunk per
 passage); the matrix is cached as ``.npy`` under ``--cache-dir`` so reruns skip
@@ -24,22 +24,21 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from sirerag.text.chunking import chunk_documents
+from benchmarks.harness import Report, Timer, add_json_argument, peak_rss_mib
 from sirerag.clustering import ClusterStats, search_k
 from sirerag.clustering.gmm import fit_mixture
 from sirerag.core.config import ChunkingConfig, ClusteringConfig
-from sirerag.embedding import load_embedder
 from sirerag.core.io import load_npy, save_npy
 from sirerag.core.io.corpus import load_corpus
+from sirerag.embedding import load_embedder
+from sirerag.text.chunking import chunk_documents
 from sirerag.text.tokens import get_encoding
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.trees.similarity import leaves_from_chunks
@@ -72,11 +71,10 @@ class TimedEmbedder:
         self.spec, self.dim = inner.spec, inner.dim
 
     def encode_documents(self, texts):  # noqa: ANN001, ANN201
-        start = time.process_time()
-        try:
-            return self.inner.encode_documents(texts)
-        finally:
-            self.cpu_seconds += time.process_time() - start
+        with Timer() as timer:
+            vectors = self.inner.encode_documents(texts)
+        self.cpu_seconds += timer.cpu_s
+        return vectors
 
 
 def cached_embeddings(texts: list[str], embedder, cache_dir: Path) -> tuple[np.ndarray, float]:  # noqa: ANN001
@@ -84,32 +82,32 @@ def cached_embeddings(texts: list[str], embedder, cache_dir: Path) -> tuple[np.n
     path = cache_dir / f"leaves-{key}.npy"
     if path.is_file():
         return load_npy(path), 0.0
-    start = time.perf_counter()
-    matrix = embedder.encode_documents(texts)
-    seconds = time.perf_counter() - start
+    with Timer() as timer:
+        matrix = embedder.encode_documents(texts)
     save_npy(path, matrix)
-    return matrix, seconds
+    return matrix, timer.wall_s
 
 
 def warm_up_umap(seed: int) -> float:
     """Compile UMAP's numba functions (both the exact and the approximate neighbour paths)."""
     from sirerag.clustering import cluster
 
-    start = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    cluster(rng.normal(size=(60, 16)).astype(np.float32), [1] * 60, config=ClusteringConfig(), random_state=seed)
-    return time.perf_counter() - start
+    with Timer() as timer:
+        rng = np.random.default_rng(seed)
+        cluster(rng.normal(size=(60, 16)).astype(np.float32), [1] * 60, config=ClusteringConfig(), random_state=seed)
+    return timer.wall_s
 
 
 def build(chunks, leaves, embedder, *, bic_search: str, levels: int, seed: int, keep: bool) -> dict:  # noqa: ANN001
     stats = ClusterStats(keep_reduced=keep)
     base = leaves_from_chunks(chunks, leaves)
     embedder = TimedEmbedder(embedder)
-    start, cpu = time.perf_counter(), time.process_time()
-    tree = build_summary_levels(base, tree_name="similarity", embedder=embedder, summarizer=FirstTokensSummarizer(),
-                                clustering=ClusteringConfig(bic_search=bic_search), levels=levels,
-                                random_state=seed, show_progress=False, cluster_stats=stats)
-    total, total_cpu = time.perf_counter() - start, time.process_time() - cpu
+    with Timer() as timer:
+        tree = build_summary_levels(base, tree_name="similarity", embedder=embedder,
+                                    summarizer=FirstTokensSummarizer(),
+                                    clustering=ClusteringConfig(bic_search=bic_search), levels=levels,
+                                    random_state=seed, show_progress=False, cluster_stats=stats)
+    total, total_cpu = timer.wall_s, timer.cpu_s
     return {
         "bic_search": bic_search,
         "seconds_total": round(total, 2),
@@ -173,10 +171,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="also compare with RAPTOR's exhaustive BIC scan (slow)")
     parser.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "sirerag-bench"),
                         help="where the leaf embedding matrix is cached")
-    parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--curves", help="with --exhaustive: write every search's BIC(k) for k = 1..k_max "
                                          "to this JSON file (to study other search strategies offline)")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
+    report = Report("bench_similarity_tree", argv)
 
     documents = load_corpus(args.corpus)
     if args.limit > 0:
@@ -184,9 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     chunks = chunk_documents(documents, ChunkingConfig(mode="passage"))
     embedder = load_embedder("minilm", show_progress=False)
     leaves, embed_seconds = cached_embeddings([c.text for c in chunks], embedder, Path(args.cache_dir))
-    result: dict = {"corpus": str(args.corpus), "passages": len(chunks), "levels": args.levels, "seed": args.seed,
-                    "cpu_count": os.cpu_count(), "leaf_embedding_seconds": round(embed_seconds, 2),
-                    "umap_warm_up_seconds": round(warm_up_umap(args.seed), 2)}
+    result = report.results
+    result.update({"corpus": str(args.corpus), "passages": len(chunks), "levels": args.levels, "seed": args.seed,
+                   "leaf_embedding_seconds": round(embed_seconds, 2),
+                   "umap_warm_up_seconds": round(warm_up_umap(args.seed), 2)})
     embedder.encode_documents(["warm up"])
     fast = build(chunks, leaves, embedder, bic_search="fast", levels=args.levels, seed=args.seed,
                  keep=args.exhaustive)
@@ -199,11 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         full = build(chunks, leaves, embedder, bic_search="exhaustive", levels=args.levels, seed=args.seed,
                      keep=False)
         result["exhaustive"] = {k: v for k, v in full.items() if k != "_stats"}
-    result["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    result["peak_rss_mib"] = peak_rss_mib()
+    report.write(args.json_out)
     return 0
 
 

@@ -1,11 +1,11 @@
 """Build indexes over shared/bench corpora and evaluate them; prints a markdown table.
 
-Each build and each eval runs as its own `sirerag` process under /usr/bin/time, so
-wall time and peak memory (max RSS) are measured per step. Builds of one dataset
+Each build and each eval runs as its own `sirerag` process, measured alone by the harness's
+``run_command`` (wall and CPU seconds, peak RSS from ``wait4``). Builds of one dataset
 share an embedding cache, so later variants reuse the leaf embeddings (the table
 says which build paid for them).
 
-    python scripts/bench_pools.py --datasets musique 2wikimultihopqa hotpotqa \
+    python -m benchmarks.bench_pools --datasets musique 2wikimultihopqa hotpotqa \
         --variants none similarity --retrievers dense bm25 --split dev
 
 ``--grid INDEX QUESTIONS`` instead evaluates, in one process, every retriever setting of
@@ -13,16 +13,16 @@ says which build paid for them).
 built-in grid) over the index's full pool and over its leaves alone (the same index,
 pool restricted to ``kind == leaf``), query embeddings computed once:
 
-    python scripts/bench_pools.py --grid idx-musique ../shared/bench/musique/questions.jsonl --split dev
+    python -m benchmarks.bench_pools --grid idx-musique ../shared/bench/musique/questions.jsonl --split dev
 """
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from benchmarks.harness import Report, Timer, add_json_argument, run_command
 
 VARIANTS = {
     "none": ["--trees", "none"],
@@ -33,17 +33,13 @@ VARIANTS = {
 }
 
 
-def timed(cmd: list[str], log: Path) -> tuple[float, float]:
-    """Run ``cmd``; return (seconds, peak RSS in MiB). Raises on failure with the log tail."""
-    start = time.perf_counter()
-    with open(log, "w") as fh:
-        proc = subprocess.run(["/usr/bin/time", "-f", "MAXRSS_KB %M", *cmd], stdout=fh, stderr=subprocess.STDOUT)
-    seconds = time.perf_counter() - start
-    text = log.read_text()
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{text[-3000:]}")
-    rss = [int(line.split()[1]) for line in text.splitlines() if line.startswith("MAXRSS_KB")]
-    return seconds, (rss[-1] / 1024 if rss else float("nan"))
+def timed(cmd: list[str], log: Path) -> dict:
+    """Run ``cmd`` with its output in ``log``; return the harness's measurement of it (``wall_s``, ``cpu_s``,
+    ``peak_rss_mib``). Raises on failure with the log tail."""
+    result = run_command(cmd, log)
+    if result["returncode"] != 0:
+        raise SystemExit(f"failed ({result['returncode']}): {' '.join(cmd)}\n{log.read_text()[-3000:]}")
+    return result
 
 
 GRID = {
@@ -118,7 +114,7 @@ def diagnose(index, questions, embedder, linking: str) -> dict:
             "entity_over_passage_mass_median": round(float(np.median(ratios)), 1) if ratios else None}
 
 
-def grid(args) -> None:
+def grid(args, report: Report) -> None:
     import logging
 
     from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
@@ -133,22 +129,21 @@ def grid(args) -> None:
     pools = {"full": full, "leaves": leaves_only(full)}
     questions = load_questions(questions_path, split=args.split or None, limit=args.limit)
     embedder = MemoEmbedder(index_embedder(full))
-    rows = []
+    rows = report.results.setdefault("rows", [])
     if args.diagnose:
         for linking in ("ner", "fact"):
             print(json.dumps(diagnose(full, questions, embedder, linking)), flush=True)
     for label, (name, options) in configs.items():
         for pool_name in args.pools:
             index = pools[pool_name]
-            start = time.perf_counter()
-            retriever = load_retriever(name, index, embedder=embedder, **options) if name != "bm25" \
-                else load_retriever(name, index, **options)
-            result = evaluate_retrieval(index.pool, retriever, questions, show_progress=False)
-            row = {"config": label, "pool": pool_name, "seconds": round(time.perf_counter() - start, 1), **result.to_dict()}
+            with Timer() as timer:
+                retriever = load_retriever(name, index, embedder=embedder, **options) if name != "bm25" \
+                    else load_retriever(name, index, **options)
+                result = evaluate_retrieval(index.pool, retriever, questions, show_progress=False)
+            row = {"config": label, "pool": pool_name, "seconds": round(timer.wall_s, 1), **result.to_dict()}
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k not in ("latency_ms_p95",)}), flush=True)
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(rows, indent=2))
+    report.write(args.json_out, show=False)
 
 
 def main() -> None:
@@ -156,7 +151,6 @@ def main() -> None:
     ap.add_argument("--grid", nargs=2, metavar=("INDEX", "QUESTIONS"), help="evaluate a grid of retrievers in-process")
     ap.add_argument("--configs", help="with --grid: JSON file of {label: [retriever, {options}]}")
     ap.add_argument("--pools", nargs="+", default=["leaves", "full"], choices=["leaves", "full"])
-    ap.add_argument("--json", dest="json_out", help="with --grid: write the rows here")
     ap.add_argument("--diagnose", action="store_true", help="with --grid: which entries PPR's old scoring ranks top")
     ap.add_argument("--bench", default=str(Path(__file__).resolve().parents[2] / "shared" / "bench"))
     ap.add_argument("--out", default="runs/bench")
@@ -167,13 +161,17 @@ def main() -> None:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--chunking", default="passage", choices=["passage", "tokens"])
     ap.add_argument("--rebuild", action="store_true", help="rebuild indexes that already exist")
+    add_json_argument(ap)
     args = ap.parse_args()
+    report = Report("bench_pools")
     if args.grid:
-        return grid(args)
+        return grid(args, report)
+    from sirerag.core.io import read_manifest
+
     root = Path(args.out).resolve()
     root.mkdir(parents=True, exist_ok=True)
     (root / "ablation_a.toml").write_text("[relatedness]\nsummaries = false\n")
-    rows = []
+    rows = report.results.setdefault("rows", [])
     for dataset in args.datasets:
         bench = Path(args.bench) / dataset
         for variant in args.variants:
@@ -182,12 +180,11 @@ def main() -> None:
                      "--out", str(index), "--chunking", args.chunking, "--cache", str(root / dataset / "cache"),
                      *[a.format(root=root) for a in VARIANTS[variant]]]
             if args.rebuild or not (index / "manifest.json").is_file():
-                secs, rss = timed(build, root / f"{dataset}-{variant}-build.log")
+                measured = timed(build, root / f"{dataset}-{variant}-build.log")
                 # results go beside the index: a rebuild replaces the index folder and refuses foreign files
-                (root / dataset / f"{variant}-bench_build.json").write_text(
-                    json.dumps({"seconds": secs, "max_rss_mib": rss}))
+                (root / dataset / f"{variant}-bench_build.json").write_text(json.dumps(measured))
             info = json.loads((root / dataset / f"{variant}-bench_build.json").read_text())
-            manifest = json.loads((index / "manifest.json").read_text())
+            manifest = read_manifest(index)
             for retriever in args.retrievers:
                 out = root / dataset / f"{variant}-eval-{retriever}.json"
                 cmd = [sys.executable, "-m", "sirerag.cli.main", "--quiet", "eval", str(index), "--questions",
@@ -199,8 +196,8 @@ def main() -> None:
                 timed(cmd, root / f"{dataset}-{variant}-{retriever}-eval.log")
                 result = json.loads(out.read_text())
                 rows.append({"dataset": dataset, "variant": variant, "retriever": retriever,
-                             "pool": manifest["counts"]["pool"]["entries"], "build_s": info["seconds"],
-                             "build_rss_mib": info["max_rss_mib"], **result})
+                             "pool": manifest.counts["pool"]["entries"], "build_s": info["wall_s"],
+                             "build_cpu_s": info["cpu_s"], "build_peak_rss_mib": info["peak_rss_mib"], **result})
     cols = ["passage_recall@2", "passage_recall@5", "answer_recall@512", "answer_recall@1024", "latency_ms_p50"]
     print("| dataset | pool | retriever | n | " + " | ".join(cols) + " | build s | build peak MiB |")
     print("|---" * (len(cols) + 6) + "|")
@@ -208,8 +205,8 @@ def main() -> None:
         vals = " | ".join("" if r.get(c) is None else f"{r[c]:.3f}" if c != "latency_ms_p50" else f"{r[c]:.1f}"
                           for c in cols)
         print(f"| {r['dataset']} | {r['variant']} ({r['pool']}) | {r['retriever']} | {r['n_questions']} | {vals} "
-              f"| {r['build_s']:.0f} | {r['build_rss_mib']:.0f} |")
-    (root / "results.json").write_text(json.dumps(rows, indent=2))
+              f"| {r['build_s']:.0f} | {r['build_peak_rss_mib']:.0f} |")
+    report.write(args.json_out or root / "results.json", show=False)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""Headless Chromium for the report tests: ``--dump-dom``/``--screenshot`` runs and a tiny
-DevTools-protocol client over ``--remote-debugging-pipe`` (no websocket library needed)."""
+"""Headless Chromium for the report tests and ``benchmarks/bench_inspect.py``: ``--dump-dom``/``--screenshot``
+runs and a tiny DevTools-protocol client over ``--remote-debugging-pipe`` (no websocket library needed)."""
 from __future__ import annotations
 
 import fcntl

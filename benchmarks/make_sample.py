@@ -2,7 +2,7 @@
 
 Run from the repository root (it reads ../shared/bench/musique):
 
-    python scripts/make_sample.py --bench ../shared/bench/musique --questions 40 --passages 300
+    python -m benchmarks.make_sample --bench ../shared/bench/musique --questions 40 --passages 300
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 BIC-chosen Gaussian mixture on a sample, then assign every other point (UMAP ``transform`` +
 ``predict_proba``, membership at p > threshold).
 
-    python scripts/bench_sample_assign.py [--n 100000] [--sample 5000] [--dim 384] [--json OUT]
+    python -m benchmarks.bench_sample_assign [--n 100000] [--sample 5000] [--dim 384] [--json OUT]
 
 The points are synthetic (unit vectors around ``--centres`` random centres with Gaussian noise,
 seeded), so the figures are costs, not clustering quality. Prints CPU and wall seconds per step,
@@ -11,13 +11,11 @@ the assignment cost per point and the process's peak RSS; report the load (print
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import resource
-import time
-from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from benchmarks.harness import Report, Timer, add_json_argument, peak_rss_mib
 
 
 def synthetic(n: int, dim: int, centres: int, seed: int) -> np.ndarray:
@@ -28,16 +26,16 @@ def synthetic(n: int, dim: int, centres: int, seed: int) -> np.ndarray:
     return points
 
 
-class Clock:
+class Clock(Timer):
+    """The harness's timer, storing ``{"wall_s", "cpu_s"}`` under ``report[name]`` when the block ends."""
+
     def __init__(self, report: dict, name: str) -> None:
+        super().__init__()
         self.report, self.name = report, name
 
-    def __enter__(self) -> None:
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-
-    def __exit__(self, *exc: object) -> None:
-        self.report[self.name] = {"wall_s": round(time.perf_counter() - self.wall, 2),
-                                  "cpu_s": round(time.process_time() - self.cpu, 2)}
+    def __exit__(self, *exc: Any) -> None:
+        super().__exit__(*exc)
+        self.report[self.name] = {"wall_s": round(self.wall_s, 2), "cpu_s": round(self.cpu_s, 2)}
 
 
 def main() -> None:
@@ -48,8 +46,9 @@ def main() -> None:
     parser.add_argument("--centres", type=int, default=200)
     parser.add_argument("--seed", type=int, default=224)
     parser.add_argument("--threshold", type=float, default=0.1)
-    parser.add_argument("--json", dest="json_out")
+    add_json_argument(parser)
     args = parser.parse_args()
+    harness_report = Report("bench_sample_assign")
 
     from sirerag.cli.numba_cache import cache_umap_functions
 
@@ -58,7 +57,8 @@ def main() -> None:
 
     from sirerag.clustering.gmm import ClusterStats, best_mixture
 
-    report: dict = {"n": args.n, "sample": args.sample, "dim": args.dim, "load_before": os.getloadavg()}
+    report = harness_report.results
+    report.update({"n": args.n, "sample": args.sample, "dim": args.dim})
     with Clock(report, "generate"):
         points = synthetic(args.n, args.dim, args.centres, args.seed)
     rng = np.random.default_rng(args.seed)
@@ -78,11 +78,8 @@ def main() -> None:
             members[start:start + len(block)] = (probabilities > args.threshold).sum(axis=1)
     report["memberships_per_point"] = round(float(members.mean()), 3)
     report["assign_cpu_ms_per_point"] = round(1000 * report["assign_rest"]["cpu_s"] / args.n, 4)
-    report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    report["load_after"] = os.getloadavg()
-    print(json.dumps(report, indent=2))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    report["peak_rss_mib"] = peak_rss_mib()
+    harness_report.write(args.json_out)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,9 @@ starts from the top dense hits and either runs Personalized PageRank from them
 chunks are returned in document order, because the order of events decides the
 answer ("where is the milk?" is answered by the last move of whoever holds it).
 
-This is a per-document retriever, not a pool retriever: it is used by
-``scripts/eval_babi.py`` and works on any list of chunks with embeddings.
+This is a per-document retriever, not a pool retriever: it serves only the bAbI benchmark
+(``benchmarks/eval_babi.py``), so it lives beside it rather than in ``sirerag/retrievers``, and works
+on any list of chunks with embeddings.
 """
 from __future__ import annotations
 

@@ -3,13 +3,13 @@
 Each question is answered from its own story only (``context_passage_ids``, in story
 order). For every question the story's sentences are embedded (MiniLM by default),
 the similarity + keyword graph of the BABILong blog post is built over them
-(:mod:`sirerag.retrievers.keyword_graph`), and the top-k sentences of each method are
+(:mod:`benchmarks.keyword_graph`), and the top-k sentences of each method are
 compared with the gold supporting facts. qa2 and qa3 are the multi-hop tasks.
 
-    python scripts/eval_babi.py --bench ../shared/bench/babi --split test --per-task 200 --k 3 5
+    python -m benchmarks.eval_babi --bench ../shared/bench/babi --split test --per-task 200 --k 3 5
 
 Prints, per task and method, the mean supporting-fact recall@k and the share of
-questions whose supporting facts are all retrieved.
+questions whose supporting facts are all retrieved; the harness report has the table (``results.table``).
 """
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ import argparse
 import json
 import random
 import re
-import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.harness import Report, Timer, add_json_argument
 
 _TOKEN = re.compile(r"[a-z]+")
 
@@ -42,13 +43,14 @@ def main() -> None:
                     help="entities: the offline entity tagger; content: non-stopword words; both: their union")
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", help="also write the table as JSON here")
+    add_json_argument(ap)
     args = ap.parse_args()
+    report = Report("eval_babi")
 
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     from sirerag.embedding import load_embedder
-    from sirerag.retrievers.keyword_graph import MODES, KeywordGraphRetriever
+    from benchmarks.keyword_graph import MODES, KeywordGraphRetriever
 
     bench = Path(args.bench)
     text = {r["id"]: r["text"] for r in map(json.loads, open(bench / "corpus.jsonl", encoding="utf-8"))}
@@ -80,13 +82,13 @@ def main() -> None:
     embedder = load_embedder(args.embedder, show_progress=False)
     needed = sorted({pid for qs in by_task.values() for q in qs for pid in q["context_passage_ids"]})
     unique = sorted({text[p] for p in needed})
-    start = time.perf_counter()
-    vectors = dict(zip(unique, embedder.encode_documents(unique)))
-    kw = {s: keywords(s) for s in unique}
-    all_q = [q["question"] for qs in by_task.values() for q in qs]
-    q_vectors = dict(zip(all_q, embedder.encode_queries(all_q)))
+    with Timer() as embedding:
+        vectors = dict(zip(unique, embedder.encode_documents(unique)))
+        kw = {s: keywords(s) for s in unique}
+        all_q = [q["question"] for qs in by_task.values() for q in qs]
+        q_vectors = dict(zip(all_q, embedder.encode_queries(all_q)))
     print(f"embedded {len(unique)} distinct sentences and {len(set(all_q))} questions "
-          f"in {time.perf_counter() - start:.1f}s with {embedder.spec}; keywords: {args.keywords}")
+          f"in {embedding.wall_s:.1f}s with {embedder.spec}; keywords: {args.keywords}")
 
     table: dict[str, dict] = {}
     for task in sorted(by_task):
@@ -117,8 +119,9 @@ def main() -> None:
         cells = " ".join(f"{row[f'{m}_recall@{k}']:.3f}({row[f'{m}_all@{k}']:.2f})".rjust(11)
                          for k in args.k for m in MODES)
         print(f"{task:<5} {row['questions']:<5} {row['mean_story_sentences']:5.1f} {cells}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "table": table}, indent=2) + "\n")
+    report.results.update({"args": vars(args), "embedder": embedder.spec, "sentences": len(unique),
+                           "embedding": embedding.to_dict(ndigits=2), "table": table})
+    report.write(args.json_out, show=False)
 
 
 if __name__ == "__main__":

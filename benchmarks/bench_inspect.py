@@ -1,8 +1,8 @@
 """Size, write time and browser render time of ``sirerag inspect`` reports.
 
-    python scripts/bench_inspect.py INDEX [INDEX ...] --out /tmp/reports
+    python -m benchmarks.bench_inspect INDEX [INDEX ...] --out /tmp/reports
     B=../shared/bench
-    python scripts/bench_inspect.py --synthetic $B/2wikimultihopqa/corpus.jsonl $B/hotpotqa/corpus.jsonl \
+    python -m benchmarks.bench_inspect --synthetic $B/2wikimultihopqa/corpus.jsonl $B/hotpotqa/corpus.jsonl \
         $B/musique/corpus.jsonl --entries 30000 --out /tmp/reports --sections --browser
 
 ``--synthetic CORPUS ...`` makes a pool of realistic size without any model: the corpus passages
@@ -11,9 +11,10 @@ give about N pool entries) as leaves, three levels of summaries over groups of s
 per capitalised name that occurs in two or more sentences (its sentences as propositions),
 summaries over those, and the entity graph of the sentences (no synonym edges).
 
-Prints one JSON line per index: entries, tree nodes, graph edges, MB, write wall/CPU seconds,
-peak RSS, the bytes of each part of the page (``--sections``) and, with ``--browser``, the
-seconds headless Chromium takes from navigation until the page script has finished.
+Prints one JSON line per index as it goes, and the harness report with all of them (``results.indexes``):
+entries, tree nodes, graph edges, MB, write wall/CPU seconds, peak RSS, the bytes of each part of the page
+(``--sections``) and, with ``--browser``, the seconds headless Chromium takes from navigation until the page
+script has finished.
 """
 from __future__ import annotations
 
@@ -21,14 +22,12 @@ import argparse
 import json
 import logging
 import re
-import resource
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.harness import Report, Timer, add_json_argument, peak_rss_mib
 from sirerag.graph.build import build_graph
 from sirerag.graph.store import GRAPH_DIR, save_graph
 from sirerag.core.io import read_jsonl, write_manifest
@@ -162,8 +161,7 @@ def sections(page: str) -> dict[str, int]:
 
 def render_seconds(page: Path) -> float:
     """Seconds headless Chromium takes from navigating to ``page`` until its script has finished."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from _browser import DevTools, find_chromium
+    from benchmarks.browser import DevTools, find_chromium
 
     browser = find_chromium()
     if browser is None:
@@ -173,11 +171,11 @@ def render_seconds(page: Path) -> float:
         tab.session = tab.send("Target.attachToTarget", {"targetId": target, "flatten": True},
                                session=False)["sessionId"]
         tab.send("Page.enable")
-        start = time.perf_counter()
-        tab.send("Page.navigate", {"url": page.resolve().as_uri()})
-        tab.wait_for("document.URL.startsWith('file:') && document.body && document.body.dataset.ready === '1'",
-                     timeout=300)
-        return round(time.perf_counter() - start, 2)
+        with Timer() as timer:
+            tab.send("Page.navigate", {"url": page.resolve().as_uri()})
+            tab.wait_for("document.URL.startsWith('file:') && document.body && document.body.dataset.ready === '1'",
+                         timeout=300)
+        return round(timer.wall_s, 2)
 
 
 def main() -> None:
@@ -188,7 +186,10 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--sections", action="store_true", help="bytes of each part of the page")
     parser.add_argument("--browser", action="store_true", help="time headless Chromium until the page is ready")
+    add_json_argument(parser)
     args = parser.parse_args()
+    report = Report("bench_inspect")
+    rows = report.results.setdefault("indexes", [])
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     out = Path(args.out)
     indexes = [Path(p) for p in args.indexes]
@@ -197,19 +198,20 @@ def main() -> None:
         name = f"synthetic-{args.entries}" if args.entries else "synthetic-index"
         indexes.append(synthetic_index(docs, out / name))
     for index in indexes:
-        start, cpu = time.perf_counter(), time.process_time()
-        info = write_report(index, out / f"{index.name}.html", show_progress=False)
+        with Timer() as timer:
+            info = write_report(index, out / f"{index.name}.html", show_progress=False)
         row: dict[str, Any] = {
             "index": str(index), "entries": info.entries, "tree_nodes": info.tree_nodes,
             "graph_edges": info.graph_edges, "mb": round(info.bytes / 1e6, 2),
-            "wall_s": round(time.perf_counter() - start, 2), "cpu_s": round(time.process_time() - cpu, 2),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+            "wall_s": round(timer.wall_s, 2), "cpu_s": round(timer.cpu_s, 2), "peak_rss_mib": peak_rss_mib()}
         if args.sections:
             row["sections_mb"] = {k: round(v / 1e6, 3) for k, v in
                                   sections(info.path.read_text(encoding="utf-8")).items()}
         if args.browser:
             row["chromium_ready_s"] = render_seconds(info.path)
         print(json.dumps(row), flush=True)
+        rows.append(row)
+    report.write(args.json_out)
 
 
 if __name__ == "__main__":
