@@ -156,7 +156,8 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 def _check_index(index: Path, minilm) -> dict[str, np.ndarray]:  # noqa: ANN001
     """propositions.npy is aligned with propositions.jsonl, listed in the manifest, the rows are the
-    propositions' embeddings, and every aggregate's pool row is their renormalised mean; returns id -> row."""
+    propositions' embeddings, and every aggregate's pool row is their renormalised token-weighted mean;
+    returns id -> row."""
     from sirerag.pool.store import load_index
     from sirerag.core.types import collapse_ws
 
@@ -169,10 +170,12 @@ def _check_index(index: Path, minilm) -> dict[str, np.ndarray]:  # noqa: ANN001
     fresh = minilm.encode_documents([collapse_ws(p.text) for p in props])
     assert float(np.min(np.sum(fresh * rows, axis=1))) > 0.9999
     position = {p.id: i for i, p in enumerate(props)}
+    tokens = np.asarray(count_tokens_many([collapse_ws(p.text) for p in props]), dtype=np.float64)
     aggregates = [(e, r) for e, r in zip(loaded.pool.entries, loaded.pool.embeddings) if e.kind == "aggregate"]
     assert aggregates
-    for entry, row in aggregates:
-        np.testing.assert_allclose(row, _mean(rows[[position[i] for i in entry.propositions]]), atol=1e-5)
+    for entry, row in aggregates:  # ``token_mean``
+        members = [position[i] for i in entry.propositions]
+        np.testing.assert_allclose(row, _mean(rows[members], tokens[members]), atol=1e-5)
     return {p.id: r for p, r in zip(props, rows)}
 
 
@@ -181,10 +184,12 @@ def test_an_index_stores_the_rows_and_add_and_remove_keep_them_aligned(tmp_path)
     from sirerag.graph.store import load_graph
     from sirerag.pipeline.build import build_index
     from sirerag.pipeline.update import update_index
+    from sirerag.pipeline.verify import verify_index
 
     minilm = load_embedder("minilm", show_progress=False)
     config = BuildConfig(trees=("relatedness",), seed=7, chunking=ChunkingConfig(mode="passage"),
-                         graph=GraphConfig(enabled=True, embed_facts=True))
+                         graph=GraphConfig(enabled=True, embed_facts=True),
+                         relatedness=RelatednessConfig(aggregate_vectors="token_mean"))
     index = tmp_path / "index"
     build_index(_write(tmp_path / "old.jsonl", DOCS), index, config, show_progress=False)
     built = _check_index(index, minilm)
@@ -201,6 +206,10 @@ def test_an_index_stores_the_rows_and_add_and_remove_keep_them_aligned(tmp_path)
     assert all(np.array_equal(built[i], added[i]) for i in built)  # old rows kept as they were
     update_index(index, remove=["b"])
     removed = _check_index(index, minilm)
+    verify_index(index)
+    np.save(index / PROPOSITION_VECTORS, np.zeros((2, 384), np.float32), allow_pickle=False)
+    with pytest.raises(IndexFormatError, match="rows for"):
+        load_proposition_vectors(index, len(removed))
     assert set(removed) < set(added) and all(np.array_equal(added[i], removed[i]) for i in removed)
 
 
@@ -219,3 +228,30 @@ def test_short_texts_same_uses_the_index_embedder_and_auto_the_onnx_export_when_
         fast = load_short_text_embedder("minilm", cache_dir=tmp_path / "c3")
         if fast is not None:  # the export is written by any minilm build (the index test above runs one)
             assert fast.spec.endswith("#ort") and fast.spec != "st:all-MiniLM-L6-v2"
+
+
+def test_an_index_built_before_the_setting_is_updated_as_it_was_built(tmp_path):
+    from sirerag.embedding import load_embedder
+    from sirerag.pipeline.build import build_index
+    from sirerag.pipeline.update import update_index
+    from sirerag.pool.store import load_index
+
+    minilm = load_embedder("minilm", show_progress=False)
+    config = BuildConfig(trees=("relatedness",), seed=7, chunking=ChunkingConfig(mode="passage"))
+    index = tmp_path / "index"
+    build_index(_write(tmp_path / "old.jsonl", DOCS), index, config, show_progress=False)
+    manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))  # as an older build wrote it
+    del manifest["config"]["relatedness"]["aggregate_vectors"], manifest["components"]["proposition_vectors"]
+    del manifest["files"][PROPOSITION_VECTORS]
+    (index / PROPOSITION_VECTORS).unlink()
+    (index / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    before = {e.id for e in load_index(index).pool.entries}
+    update_index(index, add=_write(tmp_path / "new.jsonl", NEW))
+    loaded = load_index(index)
+    new = [(e, r) for e, r in zip(loaded.pool.entries, loaded.pool.embeddings)
+           if e.kind == "aggregate" and e.id not in before]
+    assert new
+    texts = minilm.encode_documents([e.text for e, _ in new])
+    assert float(np.min(np.sum(texts * np.vstack([r for _, r in new]), axis=1))) > 0.9999  # embedded as text
+    props = loaded.propositions()
+    assert load_proposition_vectors(index, len(props)).shape == (len(props), 384)  # and the rows are there now

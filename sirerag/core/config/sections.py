@@ -177,16 +177,16 @@ class RelatednessConfig:
     ``aggregates=False``; (D) (C) with ``summaries=False``.
 
     ``aggregate_vectors``: how an aggregate's vector is made. Every proposition is embedded once
-    (``propositions.npy``); ``mean`` takes the renormalised mean of its propositions' vectors,
-    ``token_mean`` weights that mean by each proposition's token count, ``text`` embeds the
-    aggregate's own (long) text as before."""
+    (``propositions.npy``); ``text`` (the default) embeds the aggregate's own (long) text;
+    ``token_mean`` takes the renormalised mean of its propositions' vectors weighted by their
+    token counts, ``mean`` the unweighted one (no aggregate text embedded: docs/performance.md)."""
 
     aggregate_max_tokens: int = 512
     skip_redundant_entities: bool = True
     summaries: bool = True
     aggregates: bool = True
     include_propositions: bool = False
-    aggregate_vectors: str = "mean"
+    aggregate_vectors: str = "text"
 
     def validate(self) -> None:
         check_types(self, "relatedness")
