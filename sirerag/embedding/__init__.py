@@ -15,7 +15,8 @@ from sirerag.embedding.base import Embedder, l2_normalize
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
 
 __all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize",
-           "load_embedder", "load_query_embedder", "make_embedder", "parse_embedder_spec"]
+           "load_embedder", "load_query_embedder", "load_short_text_embedder", "make_embedder",
+           "parse_embedder_spec"]
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -77,3 +78,25 @@ def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool 
         if fast is not None:
             return fast
     return load_embedder(spec, batch_size=batch_size, show_progress=show_progress)
+
+
+def load_short_text_embedder(spec: str, *, batch_size: int = 64, cache_dir: str | Path | None = None,
+                             show_progress: bool = False) -> Embedder | None:
+    """The fast embedder of a build's short texts (propositions, entity names) for an index embedded with
+    ``spec``, or None when there is none (then the index embedder encodes them).
+
+    For ``minilm`` it is the ONNX export of the same weights on ONNX Runtime, one thread
+    (:mod:`~sirerag.embedding.query_encoder`; the export is checked against torch when it is
+    written, and its vectors are the same to cosine 0.9999999 on entity names and propositions,
+    docs/performance.md). Its spec ends in ``#ort``, so with ``cache_dir`` its vectors are cached
+    apart from torch's.
+    """
+    if parse_embedder_spec(spec)[0] != "minilm":
+        return None
+    from sirerag.embedding.query_encoder import load_minilm_query_embedder
+
+    fast = load_minilm_query_embedder(batch_size=batch_size)
+    if fast is None or cache_dir is None:
+        return fast
+    return CachedEmbedder(fast, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
+                          show_progress=show_progress)

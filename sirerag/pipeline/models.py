@@ -8,12 +8,15 @@ live in one folder (:func:`cache_folder`), which the staging keeps (:func:`kept_
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 from typing import Any
 
 from sirerag.core.io.guard import check_cache_dir, resolve
 from sirerag.core.config import BuildConfig
 from sirerag.core.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 
 def cache_folder(out: Path, cache_dir: str | Path | None) -> Path:
@@ -92,6 +95,25 @@ class Models(contextlib.AbstractContextManager):
                                  cache_dir=self._sub("embeddings"), show_progress=self.show_progress,
                                  engine=self.engine)
         return self._open("embedder", load)
+
+    def short_text_embedder(self) -> Any:
+        """The embedder of short texts (propositions, entity names): with ``embedder.short_texts =
+        "auto"``, a ``minilm`` index and this process as the engine, MiniLM's ONNX export on ONNX
+        Runtime when it exists (:func:`~sirerag.embedding.load_short_text_embedder`); else the index
+        embedder."""
+        def load() -> Any:
+            from sirerag.embedding import load_short_text_embedder
+            from sirerag.engine import runs_here
+
+            fast = None
+            if self.config.embedder.short_texts == "auto" and runs_here(self.engine):
+                fast = load_short_text_embedder(self.embedder_spec, batch_size=self.config.embedder.batch_size,
+                                                cache_dir=self._sub("embeddings"), show_progress=self.show_progress)
+            if fast is None:
+                return self.embedder()
+            logger.info("short texts (propositions, entity names) are embedded with %s", fast.spec)
+            return fast
+        return self._open("short_text_embedder", load)
 
     def llm(self) -> Any | None:
         """The summary LLM (``llm.spec``), None without one."""

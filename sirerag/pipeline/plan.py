@@ -15,7 +15,7 @@ The stages (``*``: only with some settings):
 ``embed_leaves``          embed the chunks (the leaves of every tree)
 ``similarity_tree`` *     ``"similarity" in trees``: cluster and summarise the leaves
 ``extraction`` *          ``"relatedness" in trees`` or ``graph.enabled``: propositions
-``relatedness_tree`` *    ``"relatedness" in trees``: aggregates, clustered and summarised
+``relatedness_tree`` *    ``"relatedness" in trees``: propositions embedded, aggregates clustered, summarised
 ``pool``                  flatten the trees (or the leaves alone) into the retrieval pool
 ``bm25``                  the stored lexical index of the pool
 ``graph`` *               ``graph.enabled``: the entity graph for PPR
@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 from sirerag.core.config import BuildConfig
 from sirerag.extraction.extractor import FAILURES, REWRITES
 from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS
+from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class BuildPlan:
                                 config.extraction.rewrite else (PROPOSITIONS, FAILURES)))
         if "relatedness" in trees:
             stages.append(Stage("relatedness_tree", models=("embedder", "summarizer"), needs=("propositions",),
-                                gives=("relatedness_tree",)))
+                                gives=("relatedness_tree",), writes=(PROPOSITION_VECTORS,)))
         tree_outputs = tuple(f"{t}_tree" for t in ("similarity", "relatedness") if t in trees)
         stages.append(Stage("pool", needs=("chunks", "leaf_embeddings", *tree_outputs), gives=("pool",),
                             writes=(ENTRIES, EMBEDDINGS, "component:pool")))

@@ -39,6 +39,7 @@ class IndexWriter:
         self.documents: Sequence[Document] = ()
         self.chunks: list[Chunk] = []
         self.propositions: list[Proposition] = []
+        self.proposition_vectors: np.ndarray | None = None  # rows of ``propositions.npy``, once embedded
         self.retrieval_pool: Pool | None = None
         self.components: dict[str, Any] = {}
         self.counts: dict[str, Any] = {}
@@ -63,8 +64,31 @@ class IndexWriter:
             pool=self.retrieval_pool, chunk_texts=[c.text for c in self.chunks], ner=self.config.extraction.ner)
 
     def graph_embedder(self) -> Any:
-        """The embedder of the graph's entities and facts."""
-        return self.models.embedder()
+        """The embedder of the graph's entities and facts; facts reuse the proposition rows."""
+        return self.with_proposition_rows(self.models.short_text_embedder())
+
+    def with_proposition_rows(self, embedder: Any) -> Any:
+        """``embedder``, answering the texts of embedded propositions from their rows."""
+        from sirerag.pipeline.update_trees import KnownEmbedder
+        from sirerag.trees.proposition_vectors import rows_by_text
+
+        if self.proposition_vectors is None:
+            return embedder
+        rows = rows_by_text(self.propositions, self.proposition_vectors)
+        if isinstance(embedder, KnownEmbedder):
+            embedder.rows.update(rows)
+            return embedder
+        return KnownEmbedder(embedder, rows)
+
+    def write_proposition_vectors(self, rows: np.ndarray) -> None:
+        """Keep and write the proposition rows (``propositions.npy``, aligned with ``propositions.jsonl``)."""
+        from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, save_proposition_vectors
+
+        self.proposition_vectors = rows
+        save_proposition_vectors(self.out, rows)
+        self.components["proposition_vectors"] = {"type": "proposition_vectors", "path": PROPOSITION_VECTORS,
+                                                  "rows": int(rows.shape[0]),
+                                                  "embedder": self.models.short_text_embedder().spec}
 
     def write_manifest(self, manifest: Manifest | None = None, **content: Any) -> Manifest:
         """Close the models' caches, then write the manifest (the last file of a run): ``manifest`` (an
@@ -127,13 +151,15 @@ class BuildRunner(IndexWriter):
         self.extractor = result.spec
 
     def relatedness_tree(self, stage: Stage) -> None:
+        from sirerag.trees.proposition_vectors import embed_propositions
         from sirerag.trees.relatedness import build_relatedness_tree
 
         config = self.config
+        self.write_proposition_vectors(embed_propositions(self.models.short_text_embedder(), self.propositions))
         tree = build_relatedness_tree(self.propositions, embedder=self.models.embedder(),
                                       summarizer=self.models.summarizer(), clustering=config.clustering,
                                       tree=config.tree, relatedness=config.relatedness, random_state=config.seed,
-                                      show_progress=self.show_progress)
+                                      show_progress=self.show_progress, proposition_vectors=self.proposition_vectors)
         self.trees["relatedness"] = tree
         self.counts["relatedness_tree"] = tree.stats.to_dict()
 

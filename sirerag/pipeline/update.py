@@ -128,6 +128,9 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
             sync: bool = False) -> UpdateReport:
     old = load_index(out)
     config = old.manifest.build_config(source=f"{out}/manifest.json").validate()
+    if "aggregate_vectors" not in (old.manifest.config or {}).get("relatedness", {}):
+        # built before aggregate vectors were derived: new aggregates are embedded as its old ones were
+        config = replace(config, relatedness=replace(config.relatedness, aggregate_vectors="text"))
     check_endpoints(config)  # before the embedder loads
     if config.relatedness.include_propositions or (not config.relatedness.aggregates and
                                                    "relatedness" in config.trees):
@@ -225,7 +228,13 @@ class IncrementalRunner(IndexWriter):
         return list(result.propositions), list(result.failures), list(result.rewrite_records)
 
     def relatedness_tree(self, stage: Stage) -> None:
-        self.trees.relatedness(self.propositions)
+        from sirerag.trees.proposition_vectors import load_proposition_vectors, vectors_for
+
+        old_props = self.old.propositions()
+        stored = load_proposition_vectors(self.old.path, len(old_props))
+        known = {} if stored is None else {p.id: row for p, row in zip(old_props, stored)}
+        self.write_proposition_vectors(vectors_for(self.propositions, known, self.models.short_text_embedder()))
+        self.trees.relatedness(self.propositions, self.proposition_vectors)
 
     def pool(self, stage: Stage) -> None:
         if "similarity" not in self.trees.levels:  # no similarity tree: the leaves alone
@@ -239,7 +248,8 @@ class IncrementalRunner(IndexWriter):
                            "again to rebuild it", self.old.path)
 
     def graph_embedder(self) -> Any:
-        return KnownEmbedder.from_graph(self.models.embedder(), self.old.component("graph"))
+        return self.with_proposition_rows(KnownEmbedder.from_graph(self.models.short_text_embedder(),
+                                                                   self.old.component("graph")))
 
     def finish(self, command: str, settings: UpdateConfig) -> dict[str, Any]:
         """Count the change, record it in the manifest's history and drift, write the manifest; returns the drift."""

@@ -51,6 +51,11 @@ def verify_index(directory: str | Path) -> dict[str, Any]:
                                        f"embedder {dim}", directory))
     if not np.isfinite(embeddings).all():
         raise IndexFormatError(damaged(directory / EMBEDDINGS, "holds NaN or infinite values", directory))
+    from sirerag.trees.proposition_vectors import load_proposition_vectors
+
+    rows = load_proposition_vectors(directory, len(index.propositions()))  # rows aligned with the propositions
+    if rows is not None and not np.isfinite(rows).all():
+        raise IndexFormatError(damaged(directory / "propositions.npy", "holds NaN or infinite values", directory))
     graph = index.component("graph")
     if graph is not None:
         from sirerag.graph.store import load_graph

@@ -27,6 +27,7 @@ import numpy as np
 from sirerag.core.config import ClusteringConfig, RelatednessConfig, TreeConfig
 from sirerag.trees.aggregates import build_aggregates, ordered_linked
 from sirerag.trees.base import TreeResult, TreeStats
+from sirerag.trees.proposition_vectors import derived_vectors, embed_propositions
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.core.types import Node, Proposition, collapse_ws
 
@@ -68,6 +69,7 @@ def build_relatedness_tree(
     relatedness: RelatednessConfig,
     random_state: int,
     show_progress: bool = True,
+    proposition_vectors: np.ndarray | None = None,
 ) -> TreeResult:
     """Build the relatedness tree from extracted propositions.
 
@@ -80,6 +82,10 @@ def build_relatedness_tree(
         relatedness: aggregate cap, redundant-entity rule and the ablation switches.
         random_state: seed for clustering.
         show_progress: progress bars.
+        proposition_vectors: one row per proposition of ``propositions``
+            (:func:`~sirerag.trees.proposition_vectors.embed_propositions`); the base nodes' vectors
+            are derived from them unless ``relatedness.aggregate_vectors`` is ``text``. None: embedded
+            here when needed.
 
     Returns:
         A :class:`TreeResult`: the base nodes (aggregates, or propositions in ablations C/D),
@@ -104,8 +110,14 @@ def build_relatedness_tree(
         return TreeResult(nodes=(), embeddings=np.zeros((0, dim), dtype=np.float32),
                           stats=replace(stats, nodes=0))
     start = time.perf_counter()
-    base_emb = np.asarray(embedder.encode_documents([n.text for n in base_nodes]), dtype=np.float32)
-    base_seconds = round(time.perf_counter() - start, 3)  # the aggregates: most of this tree's time
+    mode = relatedness.aggregate_vectors
+    if mode == "text":
+        base_emb = np.asarray(embedder.encode_documents([n.text for n in base_nodes]), dtype=np.float32)
+    else:
+        if proposition_vectors is None:
+            proposition_vectors = embed_propositions(embedder, propositions)
+        base_emb = derived_vectors(base_nodes, propositions, proposition_vectors, mode=mode)
+    base_seconds = round(time.perf_counter() - start, 3)
     base = TreeResult(nodes=tuple(base_nodes), embeddings=base_emb)
     if relatedness.summaries:
         built = build_summary_levels(base, tree_name="relatedness", embedder=embedder, summarizer=summarizer,
@@ -120,7 +132,8 @@ def build_relatedness_tree(
                         seconds={"embedding_base": base_seconds})
         nodes, embeddings = base_nodes, base_emb
     if extra:
-        extra_emb = np.asarray(embedder.encode_documents([n.text for n in extra]), dtype=np.float32)
+        extra_emb = np.asarray(embedder.encode_documents([n.text for n in extra]), dtype=np.float32) \
+            if proposition_vectors is None else derived_vectors(extra, propositions, proposition_vectors, mode="mean")
         nodes = nodes + extra
         embeddings = np.vstack([embeddings, extra_emb])
     by_kind: dict[str, int] = {}

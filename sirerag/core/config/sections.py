@@ -7,6 +7,8 @@ from sirerag.core.config.typecheck import check_types
 from sirerag.core.errors import check
 
 TREE_CHOICES = ("similarity", "relatedness")
+#: How an aggregate's vector is made (:class:`RelatednessConfig`).
+AGGREGATE_VECTORS = ("mean", "token_mean", "text")
 
 
 @dataclass(frozen=True)
@@ -31,15 +33,21 @@ class ChunkingConfig:
 
 @dataclass(frozen=True)
 class EmbedderConfig:
-    """``spec``: ``minilm`` (the offline default), ``st:PATH_OR_NAME`` or ``openai:MODEL``."""
+    """``spec``: ``minilm`` (the offline default), ``st:PATH_OR_NAME`` or ``openai:MODEL``.
+    ``short_texts``: ``auto`` embeds the build's short texts (propositions, entity names) of a
+    ``minilm`` index with the same weights on ONNX Runtime when its export exists (the same
+    vectors, faster); ``same`` embeds them with ``spec`` like everything else."""
 
     spec: str = "minilm"
     batch_size: int = 64
+    short_texts: str = "auto"
 
     def validate(self) -> None:
         check_types(self, "embedder")
         check(bool(self.spec), "embedder.spec", self.spec, "a non-empty embedder spec")
         check(self.batch_size > 0, "embedder.batch_size", self.batch_size, "a positive integer")
+        check(self.short_texts in ("auto", "same"), "embedder.short_texts", self.short_texts,
+              "one of 'auto', 'same'")
 
 
 @dataclass(frozen=True)
@@ -166,13 +174,19 @@ class ExtractionConfig:
 class RelatednessConfig:
     """Proposition aggregates and the tree above them; the paper's ablations are switches:
     (A) ``summaries=False``; (B) ``include_propositions=True``; (C) (B) with
-    ``aggregates=False``; (D) (C) with ``summaries=False``."""
+    ``aggregates=False``; (D) (C) with ``summaries=False``.
+
+    ``aggregate_vectors``: how an aggregate's vector is made. Every proposition is embedded once
+    (``propositions.npy``); ``text`` (the default) embeds the aggregate's own (long) text;
+    ``token_mean`` takes the renormalised mean of its propositions' vectors weighted by their
+    token counts, ``mean`` the unweighted one (no aggregate text embedded: docs/performance.md)."""
 
     aggregate_max_tokens: int = 512
     skip_redundant_entities: bool = True
     summaries: bool = True
     aggregates: bool = True
     include_propositions: bool = False
+    aggregate_vectors: str = "text"
 
     def validate(self) -> None:
         check_types(self, "relatedness")
@@ -180,6 +194,8 @@ class RelatednessConfig:
               "relatedness.aggregate_max_tokens", self.aggregate_max_tokens, "an integer >= 16")
         check(self.aggregates or self.include_propositions, "relatedness.aggregates", self.aggregates,
               "True unless relatedness.include_propositions is True (ablation C)")
+        check(self.aggregate_vectors in AGGREGATE_VECTORS, "relatedness.aggregate_vectors", self.aggregate_vectors,
+              "one of " + ", ".join(repr(c) for c in AGGREGATE_VECTORS))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""Every proposition embedded once, and the vectors derived from them.
+
+A build embeds each proposition's text once (short texts, so cheap; ``propositions.npy``, one
+float32 row per line of ``propositions.jsonl``). An aggregate's vector is then derived from its
+propositions' rows instead of embedding its long text
+(:class:`~sirerag.core.config.RelatednessConfig` ``aggregate_vectors``):
+
+- ``mean``: the renormalised mean of its propositions' rows;
+- ``token_mean``: the same mean weighted by each proposition's token count;
+- ``text``: none derived; the aggregate's own text is embedded (the earlier behaviour).
+
+The graph's fact embeddings reuse the same rows (:func:`rows_by_text`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from sirerag.core.errors import IndexFormatError
+from sirerag.core.io import load_npy, save_npy
+from sirerag.core.types import Node, Proposition, collapse_ws
+from sirerag.embedding.base import l2_normalize
+from sirerag.text.tokens import count_tokens_many
+
+#: The proposition rows of an index, aligned with ``propositions.jsonl``.
+PROPOSITION_VECTORS = "propositions.npy"
+
+
+def encode_unique(embedder: Any, texts: Sequence[str]) -> np.ndarray:
+    """Encode ``texts`` as documents, each distinct text once and all of them in one call sorted
+    by length (so batches pad little whatever blocks a cache cuts them into); rows in input order."""
+    distinct = sorted(dict.fromkeys(texts), key=len)
+    dim = int(getattr(embedder, "dim", 0))
+    if not distinct:
+        return np.zeros((0, dim), dtype=np.float32)
+    rows = np.asarray(embedder.encode_documents(distinct), dtype=np.float32)
+    where = {text: i for i, text in enumerate(distinct)}
+    return rows[[where[t] for t in texts]]
+
+
+def embed_propositions(embedder: Any, propositions: Sequence[Proposition]) -> np.ndarray:
+    """One row per proposition (its white-space-collapsed text), in input order."""
+    return encode_unique(embedder, [collapse_ws(p.text) for p in propositions])
+
+
+def derived_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], rows: np.ndarray, *,
+                    mode: str) -> np.ndarray:
+    """The vector of each node from its propositions' rows (``mode`` ``mean`` or ``token_mean``).
+
+    Raises:
+        ValueError: ``mode`` is neither, or a node names a proposition not in ``propositions``.
+    """
+    if mode not in ("mean", "token_mean"):
+        raise ValueError(f"derived vectors are 'mean' or 'token_mean', not {mode!r}")
+    position = {p.id: i for i, p in enumerate(propositions)}
+    weights = np.ones(len(propositions), dtype=np.float64)
+    if mode == "token_mean" and len(propositions):
+        weights = np.asarray(count_tokens_many([collapse_ws(p.text) for p in propositions]), dtype=np.float64)
+        weights = np.maximum(weights, 1.0)
+    out = np.zeros((len(nodes), rows.shape[1] if rows.ndim == 2 else 0), dtype=np.float32)
+    for n, node in enumerate(nodes):
+        try:
+            members = [position[pid] for pid in node.propositions]
+        except KeyError as exc:
+            raise ValueError(f"node {node.id} names proposition {exc.args[0]}, which has no vector") from None
+        w = weights[members]
+        out[n] = (w[:, None] * rows[members]).sum(axis=0) / w.sum()
+    return l2_normalize(out)
+
+
+def rows_by_text(propositions: Sequence[Proposition], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Text -> row, under both the stored and the white-space-collapsed text (what the graph's
+    facts are embedded from)."""
+    out: dict[str, np.ndarray] = {}
+    for prop, row in zip(propositions, rows):
+        out.setdefault(prop.text, row)
+        out.setdefault(collapse_ws(prop.text), row)
+    return out
+
+
+def save_proposition_vectors(out: str | Path, rows: np.ndarray) -> None:
+    """Write ``propositions.npy`` (float32, no pickle)."""
+    save_npy(Path(out) / PROPOSITION_VECTORS, np.asarray(rows, dtype=np.float32))
+
+
+def load_proposition_vectors(index: str | Path, count: int) -> np.ndarray | None:
+    """The stored rows of an index with ``count`` propositions; None when it has none (built before them).
+
+    Raises:
+        IndexFormatError: the file's rows do not match the propositions.
+    """
+    path = Path(index) / PROPOSITION_VECTORS
+    if not path.is_file():
+        return None
+    rows = load_npy(path)
+    if rows.ndim != 2 or rows.shape[0] != count:
+        raise IndexFormatError(f"{path}: {rows.shape[0] if rows.ndim else 0} rows for {count} propositions in "
+                               "propositions.jsonl; rebuild the index")
+    return np.asarray(rows, dtype=np.float32)
+
+
+def vectors_for(propositions: Sequence[Proposition], known: Mapping[str, np.ndarray], embedder: Any) -> np.ndarray:
+    """Rows for ``propositions``: a row of ``known`` (by proposition id) where there is one, the rest
+    embedded (an update embeds only its new propositions)."""
+    missing = [p for p in propositions if p.id not in known]
+    fresh = dict(zip((p.id for p in missing), embed_propositions(embedder, missing))) if missing else {}
+    dim = int(getattr(embedder, "dim", 0))
+    if not propositions:
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.vstack([known[p.id] if p.id in known else fresh[p.id] for p in propositions]).astype(np.float32)
