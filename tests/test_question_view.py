@@ -101,3 +101,22 @@ def test_the_question_panel_in_chromium(index_dir, tmp_path):
         assert f"title is seed {TITLES[3]}" in why
         assert page.eval("getComputedStyle(document.getElementById('questions')).display") != "none"
         assert page.dialogs == []
+
+
+def test_bridging_is_on_by_default_where_the_index_stores_proposition_vectors(index_dir, tmp_path):
+    index = load_index(index_dir)
+    assert index.manifest.component("proposition_vectors") is not None
+    titles = {d.id: d.title for d in index.documents()}
+    with load_retriever("ppr", index) as retriever:
+        ppr = retriever.base
+        assert ppr.bridge is not None and ppr.bridge_settings.hops == 2 and ppr.bridge_settings.max_seeds == 1
+        view = explain(retriever, QUESTION, titles, k=5)
+    # one seed: the propositions naming it that best match the question bridge to the entities they name
+    assert len(view.seeds) == 1 and view.bridges
+    assert all(b.hop in (1, 2) and b.proposition and -1 <= b.score <= 1 for b in view.bridges)
+    assert view.bridges[0].via == TITLES[3] and view.bridges[0].hop == 1
+    with load_retriever("ppr", index, bridge_hops=0) as retriever:
+        assert retriever.base.bridge is None
+    out = tmp_path / "r.html"
+    write_report(index_dir, out, questions=[QUESTION], show_progress=False)
+    assert 'class="bridges"' in out.read_text(encoding="utf-8")

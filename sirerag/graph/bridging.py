@@ -33,13 +33,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BridgeSettings:
-    """How far and how wide bridging goes (``hops`` 0 turns it off)."""
+    """How far and how wide bridging goes (``hops`` 0 turns it off). The defaults were measured on the three
+    bench corpora (docs/ppr.md, "Bridging through propositions"): two hops, the three best propositions per
+    hop, half the weight, and only from questions that link one seed entity."""
 
-    hops: int = 0
+    hops: int = 2
     top: int = 3
     threshold: float = 0.0
     weight: float = 0.5
-    max_seeds: int = 0
+    max_seeds: int = 1
 
     @classmethod
     def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,

@@ -243,8 +243,9 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     ``<index>/cache/llm``), ``damping``, ``tol``, ``max_iter`` (default: the values
     recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``,
     ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`);
-    ``bridge_hops`` (0 = off, the default), ``bridge_top``, ``bridge_threshold``, ``bridge_weight``,
-    ``bridge_max_seeds``:
+    ``bridge_hops`` (0 = off; default 2 when the index stores its proposition vectors), ``bridge_top``,
+    ``bridge_threshold``, ``bridge_weight``, ``bridge_max_seeds`` (defaults:
+    :class:`~sirerag.graph.bridging.BridgeSettings`):
     query-conditioned bridging through propositions (:mod:`sirerag.graph.bridging`, ``ner`` linking).
 
     Raises:
@@ -262,6 +263,9 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
         index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
         settings_b = BridgeSettings.from_options(bridge_hops, bridge_top, bridge_threshold, bridge_weight,
                                                  bridge_max_seeds)
+        if bridge_hops is None and settings_b.hops and index.manifest.component("proposition_vectors") is None:
+            logger.info("%s: no stored proposition vectors (an older build): PPR runs without bridging", index.path)
+            settings_b = BridgeSettings(hops=0)
         graph, meta = load_graph(folder, facts=linking == "fact" or settings_b.hops > 0)  # facts: linking, bridging
     aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))
