@@ -103,8 +103,8 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
     assert set(manifest.staleness) <= pool_ids
     assert main(["stats", str(index)]) == 0
     out = capsys.readouterr().out
-    assert f"{drift['share']:.1%} of its leaves (+{drift['leaves_added']} -0; 1 add/remove run(s))" in out
-    assert f"stale summaries                 {drift['summaries_stale']} (kept their text, members changed)" in out
+    assert f"{drift.share:.1%} of its leaves (+{drift.leaves_added} -0; 1 add/remove run(s))" in out
+    assert f"stale summaries                 {drift.summaries_stale} (kept their text, members changed)" in out
 
 
 @pytest.mark.slow
