@@ -166,7 +166,7 @@ def _check_index(index: Path, minilm) -> dict[str, np.ndarray]:  # noqa: ANN001
     rows = load_proposition_vectors(index, len(props))
     assert rows is not None and rows.shape == (len(props), 384) and len(props) > 4
     digest = hashlib.sha256((index / PROPOSITION_VECTORS).read_bytes()).hexdigest()
-    assert loaded.manifest["files"][PROPOSITION_VECTORS]["sha256"] == digest
+    assert loaded.manifest.files[PROPOSITION_VECTORS].sha256 == digest
     fresh = minilm.encode_documents([collapse_ws(p.text) for p in props])
     assert float(np.min(np.sum(fresh * rows, axis=1))) > 0.9999
     position = {p.id: i for i, p in enumerate(props)}
@@ -198,8 +198,8 @@ def test_an_index_stores_the_rows_and_add_and_remove_keep_them_aligned(tmp_path)
                                     for f, row in zip(graph.facts, graph.fact_embeddings))  # the same rows reused
     from sirerag.pool.store import load_index
 
-    record = load_index(index).manifest["components"]["proposition_vectors"]
-    assert record["path"] == PROPOSITION_VECTORS and record["rows"] == len(built)
+    record = load_index(index).manifest.component("proposition_vectors")
+    assert record.path == PROPOSITION_VECTORS and record.info["rows"] == len(built)
     update_index(index, add=_write(tmp_path / "new.jsonl", NEW))
     added = _check_index(index, minilm)
     assert set(built) < set(added)
