@@ -174,7 +174,7 @@ def test_an_export_that_differs_from_torch_is_not_kept(minilm_torch, tmp_path, m
     from sirerag.embedding import query_export
     from sirerag.embedding.sentence_transformers import minilm_dir
 
-    monkeypatch.setattr(onnx_export, "MIN_COSINE", 1.5)  # no export can pass
+    monkeypatch.setattr(query_export, "MIN_COSINE", 1.5)  # no export can pass
     with pytest.raises(SireragError, match=r"differs from the torch model .* it was not kept"):
         query_export.export_query_model(minilm_torch.model, minilm_dir(), tmp_path / "export", source_sha256="0" * 64,
                                        spec="st:test")
