@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Callable
 
 import pytest
-from _llm_server import EmbeddingServer, free_port
+from _llm_server import EmbeddingServer, _QuietServer, free_port
 
 from sirerag.cli.main import main
 from sirerag.core.config import LLMConfig
@@ -67,7 +67,7 @@ class ScriptedServer:
                     outer.posts += 1
                 self._send(200, outer.body(request))
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
