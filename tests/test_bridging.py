@@ -2,11 +2,13 @@
 from its seeds, hop by hop, through the propositions that best match it, and the reset weights they get."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from sirerag.core.errors import ConfigError
-from sirerag.graph.bridging import BridgeSettings, PropositionBridge, fact_vectors, node_specificity
+from sirerag.graph.bridging import BridgeSettings, PropositionBridge, load_bridge
 from sirerag.graph.build import GraphFact
 from sirerag.graph.linking import Seeds
 
@@ -31,7 +33,7 @@ VECTORS = np.stack([_unit(1.0, 0.2, 0.0), _unit(0.0, 0.1, 1.0), _unit(0.2, 1.0, 
 
 @pytest.fixture
 def bridge():
-    return PropositionBridge(FACTS, VECTORS, n_entities=5)
+    return PropositionBridge(FACTS, VECTORS, entity_passages=np.array([2, 4, 1, 2, 1]))
 
 
 def test_one_hop_follows_the_proposition_that_matches_the_query(bridge):
@@ -57,8 +59,7 @@ def test_the_threshold_keeps_weak_propositions_out(bridge):
 
 def test_bridged_entities_get_weight_cosine_and_the_smaller_of_specificity_and_parent_weight(bridge):
     seeds = Seeds(entities={0: 0.5})
-    specificity = node_specificity(np.array([2, 4, 1, 2, 1]))
-    bridge.add_to(specificity, seeds, QUERY, BridgeSettings(hops=2, top=1, weight=0.5))
+    bridge.add_to(seeds, QUERY, BridgeSettings(hops=2, top=1, weight=0.5))
     s0, s2 = float(VECTORS[0] @ QUERY), float(VECTORS[2] @ QUERY)
     assert seeds.entities[0] == 0.5
     assert seeds.entities[1] == pytest.approx(0.5 * s0 * 0.25)
@@ -66,21 +67,28 @@ def test_bridged_entities_get_weight_cosine_and_the_smaller_of_specificity_and_p
     assert seeds.entities[3] == pytest.approx(0.5 * s2 * seeds.entities[1])
     assert [b.node for b in seeds.bridges] == [1, 3]
     off = Seeds(entities={0: 0.5})
-    bridge.add_to(specificity, off, QUERY, BridgeSettings(hops=0))
+    bridge.add_to(off, QUERY, BridgeSettings(hops=0))
     assert off.entities == {0: 0.5} and off.bridges == []
 
 
 def test_fact_vectors_come_from_stored_rows_then_embedding():
+    from sirerag.trees.proposition_vectors import vectors_for
+
     rows = {"f0": VECTORS[0], "f2": VECTORS[2]}
     asked = []
 
-    def embed(texts):
-        asked.extend(texts)
-        return np.stack([VECTORS[[f.text for f in FACTS].index(t)] for t in texts])
+    class Embedder:
+        dim = 3
 
-    out = fact_vectors(FACTS, np.zeros((0, 3), np.float32), rows, embed)
+        def encode_documents(self, texts):
+            asked.extend(texts)
+            return np.stack([VECTORS[[f.text for f in FACTS].index(t)] for t in texts])
+
+    out = vectors_for(FACTS, rows, Embedder())  # what load_bridge gives facts: stored rows, then embedding
     assert np.allclose(out, VECTORS) and asked == [FACTS[1].text, FACTS[3].text]
-    assert np.allclose(fact_vectors(FACTS, VECTORS, None, embed), VECTORS) and len(asked) == 2
+    graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5))
+    stored = load_bridge(None, graph, Embedder())  # fact embeddings stored with the graph: no index read
+    assert np.allclose(stored.vectors, VECTORS) and len(asked) == 2
 
 
 def test_settings_are_checked():
@@ -92,4 +100,4 @@ def test_settings_are_checked():
         BridgeSettings.from_options(hops=1, weight=0.0)
     assert BridgeSettings.from_options(hops=2) == BridgeSettings(hops=2)
     with pytest.raises(ValueError, match="3 proposition vectors for 4 graph facts"):
-        PropositionBridge(FACTS, VECTORS[:3], n_entities=5)
+        PropositionBridge(FACTS, VECTORS[:3], entity_passages=np.ones(5))

@@ -71,13 +71,16 @@ class PropositionBridge:
     Args:
         facts: the graph's facts (propositions with their entity nodes).
         vectors: ``(len(facts), dim)`` L2-normalised proposition vectors, row ``i`` for ``facts[i]``.
-        n_entities: entity nodes of the graph.
+        entity_passages: passages per entity node (:attr:`EntityGraph.entity_passages`); a bridged entity's
+            specificity is ``1 / passages``, as a seed's.
     """
 
-    def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, n_entities: int) -> None:
+    def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray) -> None:
         if len(vectors) != len(facts):
             raise ValueError(f"{len(vectors)} proposition vectors for {len(facts)} graph facts")
         self.facts, self.vectors = facts, np.asarray(vectors, dtype=np.float32)
+        self.specificity = 1.0 / np.maximum(np.asarray(entity_passages, dtype=np.float64), 1.0)
+        n_entities = len(self.specificity)
         rows = [e for f in facts for e in dict.fromkeys(f.entities)]
         cols = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
         self.entity_facts = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
@@ -118,8 +121,7 @@ class PropositionBridge:
             found += reached.values()
         return found
 
-    def add_to(self, graph_specificity: np.ndarray, seeds: Seeds, query_vector: np.ndarray,
-               settings: BridgeSettings) -> None:
+    def add_to(self, seeds: Seeds, query_vector: np.ndarray, settings: BridgeSettings) -> None:
         """Bridge from ``seeds``' entities and add the bridged entities to them (in place)."""
         if settings.hops <= 0 or not seeds.entities:
             return
@@ -129,44 +131,25 @@ class PropositionBridge:
         # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
         for bridge in found:
             parent = seeds.entities.get(bridge.via, 0.0)
-            gain = settings.weight * bridge.score * min(float(graph_specificity[bridge.node]), parent)
+            gain = settings.weight * bridge.score * min(float(self.specificity[bridge.node]), parent)
             seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain
         seeds.bridges = found
 
-
-def node_specificity(entity_passages: np.ndarray) -> np.ndarray:
-    """``1 / passages`` of every entity node (1 for an entity in no passage), as :func:`specificity`."""
-    return 1.0 / np.maximum(np.asarray(entity_passages, dtype=np.float64), 1.0)
-
-
-
-def fact_vectors(facts: Sequence[GraphFact], stored: np.ndarray, rows: dict[str, np.ndarray] | None,
-                 embed: Any) -> np.ndarray:
-    """The vector of every graph fact: the graph's stored fact embeddings when they cover the facts, else
-    the index's proposition rows by proposition id (``rows``), else ``embed(texts)`` for what is missing."""
-    if len(stored) == len(facts) and len(facts):
-        return np.asarray(stored, dtype=np.float32)
-    known = rows or {}
-    missing = [i for i, f in enumerate(facts) if f.id not in known]
-    fresh = np.asarray(embed([facts[i].text for i in missing]), dtype=np.float32) if missing else None
-    out: list[np.ndarray] = []
-    fresh_row = {i: r for r, i in enumerate(missing)}
-    for i, fact in enumerate(facts):
-        out.append(known[fact.id] if fact.id in known else fresh[fresh_row[i]])
-    return np.vstack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
 
 
 def load_bridge(index: Any, graph: EntityGraph, embedder: Any) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
     where it has them; facts without a stored vector are embedded now (with a warning)."""
-    from sirerag.trees.proposition_vectors import load_proposition_vectors
+    from sirerag.trees.proposition_vectors import load_proposition_vectors, vectors_for
 
+    if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
+        return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages)
     props = list(index.propositions())
     with index.reading():  # the vectors of the loaded commit
         stored = load_proposition_vectors(index.path, len(props))
-    rows = {p.id: r for p, r in zip(props, stored)} if stored is not None else None
-    if rows is None and len(graph.fact_embeddings) != len(graph.facts):
+    known = {p.id: r for p, r in zip(props, stored)} if stored is not None else {}
+    if not known:
         logger.warning("%s: no stored proposition vectors; embedding %d facts for bridging (rebuild the index to "
                        "store them)", index.path, len(graph.facts))
-    vectors = fact_vectors(graph.facts, graph.fact_embeddings, rows, embedder.encode_documents)
-    return PropositionBridge(graph.facts, vectors, graph.n_entities)
+    # a fact is a proposition with entities: its id is the proposition's
+    return PropositionBridge(graph.facts, vectors_for(graph.facts, known, embedder), graph.entity_passages)

@@ -121,10 +121,6 @@ class PPRRetriever(Closing):
                                       lexical=seeds_lexical)
         self.fallbacks = 0
         self.bridge, self.bridge_settings = bridge, bridge_settings
-        if bridge is not None:
-            from sirerag.graph.bridging import node_specificity
-
-            self._specificity = node_specificity(graph.entity_passages)
 
     # -- linking ---------------------------------------------------------------------------------
     def passage_scores(self, entry_scores: np.ndarray) -> np.ndarray:
@@ -158,7 +154,7 @@ class PPRRetriever(Closing):
             for ents, m, vector in zip(found, matched, query_embeddings):
                 seeds = surface_seeds(self.graph, [(x.text, x.node) for x in m], ents, emb[start:start + len(ents)])
                 if self.bridge is not None:
-                    self.bridge.add_to(self._specificity, seeds, vector, self.bridge_settings)
+                    self.bridge.add_to(seeds, vector, self.bridge_settings)
                 out.append(seeds)
                 start += len(ents)
             return out
