@@ -110,7 +110,7 @@ def explain(retriever: Any, question: str, titles: dict[str, str], *, k: int = 1
     total = float(reset.sum()) or 1.0
     bridged = {b.node for b in seeds.bridges}
     for text, node, cosine in seeds.query_entities:
-        how = "surface" if cosine == 1.0 and node not in bridged else "embedding"
+        how = "surface" if cosine == 1.0 else "embedding"  # surface matches are recorded with cosine 1
         view.seeds.append(SeedView(text, graph.entities[node], how, round(cosine, 3),
                                    round(float(reset[node]) / total, 4)))
     for b in seeds.bridges:
