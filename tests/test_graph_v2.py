@@ -10,8 +10,6 @@ import pytest
 from sirerag.graph.build import build_graph
 from sirerag.core.types import Node, Pool, Proposition
 
-pytest.importorskip("ahocorasick")
-
 
 class HashEmbedder:
     """Bag of hashed words, L2-normalised: deterministic and model-free."""
@@ -73,6 +71,44 @@ def test_surface_index_takes_longest_non_overlapping_matches():
     found = index.match("Did Marta Kowalski paint Krakow Creek for a film? MARTA did. Order?")
     assert [(m.text, m.node) for m in found] == [("Marta Kowalski", 2), ("Krakow Creek", 3), ("MARTA", 0)]
     assert [m.text for m in index.match("the film about marta")] == ["film", "marta"]  # a lower-case query
+
+
+def test_surface_matches_are_those_of_an_aho_corasick_automaton_over_the_forms():
+    """The table lookup over word-boundary spans finds what the automaton it replaced found."""
+    ahocorasick = pytest.importorskip("ahocorasick")
+    from sirerag.graph.surface import SurfaceIndex, fold, surface_forms
+
+    names = ["Marta", "Kowalski", "Marta Kowalski", "Kraków Creek", "Film", "Oder", "St. Mary's", "U.S.",
+             "Mary", "New York", "New York City", "York", "1607", "AC/DC", "Zoë"]
+    index = SurfaceIndex(names)
+    automaton = ahocorasick.Automaton()
+    for form, node in surface_forms(names):
+        automaton.add_word(form, (len(form), node))
+    automaton.make_automaton()
+
+    def reference(query):  # the automaton's search, as SurfaceIndex.match did it before
+        text = next(t for t in (fold(query), query.casefold(), query.lower()) if len(t) == len(query))
+        lower = not any(ch.isupper() for ch in query)
+        found = []
+        for end, (length, node) in automaton.iter(text):
+            start = end - length + 1
+            if start > 0 and text[start - 1].isalnum() or end + 1 < len(text) and text[end + 1].isalnum():
+                continue
+            span = query[start:end + 1]
+            if lower or any(ch.isupper() or ch.isdigit() for ch in span):
+                found.append((start, end + 1, node))
+        found.sort(key=lambda m: (m[0] - m[1], m[0]))
+        taken = []
+        for m in found:
+            if all(m[1] <= t[0] or m[0] >= t[1] for t in taken):
+                taken.append(m)
+        return sorted(taken)
+
+    queries = ["Did Marta Kowalski visit New York City or St. Mary's in 1607?", "AC/DC played in New York, U.S.",
+               "Was Zoë born in Yorkshire or York?", "the new york film", "MaryMarta Kowalski's Oder-Film",
+               "", "   ", "U.S.A. and the U.S. and St. Mary", "zoe and ZOE and Zoe"]
+    for query in queries:
+        assert [(m.start, m.end, m.node) for m in index.match(query)] == reference(query), query
 
 
 @pytest.mark.parametrize("title_weight", [0.0, 2.0])

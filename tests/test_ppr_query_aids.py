@@ -52,7 +52,7 @@ def _forget_aids(monkeypatch):
 
 def test_the_build_stores_the_aids_and_a_search_ranks_as_without_them(graph_index, monkeypatch):
     meta = json.loads((graph_index / "graph" / "graph.json").read_text())
-    assert set(meta["query_aids"]) == {"seeds_bm25", "surface", "tagger"}
+    assert set(meta["query_aids"]) == {"seeds_bm25", "surface", "tagger", "fact_rows"}
     assert (graph_index / "graph" / "seeds_bm25" / "tokenizer.json").is_file()
     index = load_index(graph_index)
     stored = _hits(index)
@@ -64,6 +64,7 @@ def test_a_search_with_the_aids_rebuilds_none_of_them(graph_index, monkeypatch):
     import sirerag.extraction.tagger as tagger
     import sirerag.graph.surface as surface
     import sirerag.pool.bm25 as lexical
+    from sirerag.retrievers import load_retriever
 
     def refuse(*_, **__):
         raise AssertionError("rebuilt at search time")
@@ -71,7 +72,32 @@ def test_a_search_with_the_aids_rebuilds_none_of_them(graph_index, monkeypatch):
     monkeypatch.setattr(lexical, "build_lexical_index", refuse)
     monkeypatch.setattr(surface, "surface_forms", refuse)
     monkeypatch.setattr(tagger.EntityTagger, "fit", refuse)
-    assert len(_hits(load_index(graph_index))) == len(QUESTIONS)
+    index = load_index(graph_index)
+    monkeypatch.setattr(type(index), "propositions", refuse)  # bridging takes its rows by the stored fact rows
+    retriever = load_retriever("ppr", index)
+    assert retriever.bridge is not None and retriever.bridge_settings.hops > 0
+    assert len(_hits(index)) == len(QUESTIONS)
+
+
+def test_fact_rows_are_used_only_for_the_propositions_they_were_stored_for(graph_index):
+    import numpy as np
+
+    from sirerag.graph.query_aids import load_fact_rows
+    from sirerag.graph.store import load_graph
+    from sirerag.trees.proposition_vectors import load_proposition_vectors
+
+    index = load_index(graph_index)
+    graph, meta = load_graph(graph_index / "graph", facts=True)
+    aids, props = meta["query_aids"], index.propositions()
+    sha, vectors = index.manifest.files["propositions.jsonl"].sha256, load_proposition_vectors(graph_index, len(props))
+    rows = load_fact_rows(graph_index / "graph", aids, facts=len(graph.facts), propositions_sha256=sha,
+                          vectors=len(props))
+    position = {p.id: i for i, p in enumerate(props)}
+    assert rows is not None and rows.tolist() == [position[f.id] for f in graph.facts]
+    assert np.array_equal(vectors[rows], vectors[[position[f.id] for f in graph.facts]])
+    for wrong in ({"propositions_sha256": "0" * 64}, {"facts": len(graph.facts) + 1}, {"vectors": 1}):
+        given = {"facts": len(graph.facts), "propositions_sha256": sha, "vectors": len(props), **wrong}
+        assert load_fact_rows(graph_index / "graph", aids, **given) is None
 
 
 def test_an_index_without_aids_still_searches_and_says_why_it_is_slower(graph_index, monkeypatch, caplog):
@@ -92,6 +118,8 @@ def test_an_add_writes_the_aids_for_the_new_pool(graph_index, tmp_path, monkeypa
     index = load_index(index_dir)
     meta = json.loads((index_dir / "graph" / "graph.json").read_text())
     assert meta["query_aids"]["seeds_bm25"]["documents"] == 70
+    facts = sum(1 for _ in (index_dir / "graph" / "facts.jsonl").open())
+    assert meta["query_aids"]["fact_rows"]["facts"] == facts
     stored = _hits(index)
     _forget_aids(monkeypatch)
     assert _hits(index) == stored

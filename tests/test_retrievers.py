@@ -120,18 +120,13 @@ def test_default_retriever_skips_what_the_index_cannot_serve(monkeypatch):
     import sirerag.retrievers as retrievers
 
     assert retrievers.default_retriever(_Index(graph=False)) == ("dense", {})
-    if importlib.util.find_spec("ahocorasick") is not None:  # the measured best: PPR when there is a graph
-        assert retrievers.default_retriever(_Index(graph=True)) == ("ppr", {"linking": "ner"})
-    else:
-        assert retrievers.default_retriever(_Index(graph=True)) == ("dense", {})
+    assert retrievers.default_retriever(_Index(graph=True)) == ("ppr", {"linking": "ner"})  # the measured best
     # a graph retriever first in the list is taken only when the index has a graph
     monkeypatch.setattr(retrievers, "DEFAULTS", (("dense+bm25+ppr", {"linking": "ner"}), ("dense+bm25", {})))
     assert retrievers.default_retriever(_Index(graph=False)) == ("dense+bm25", {})
-    if importlib.util.find_spec("ahocorasick") is not None:
-        assert retrievers.default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {"linking": "ner"})
+    assert retrievers.default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {"linking": "ner"})
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ahocorasick") is None, reason="the ppr extra is not installed")
 def test_the_default_fits_the_corpus_shape():
     import sirerag.retrievers as retrievers
 

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.errors import check
+from sirerag.core.io import load_npy
 from sirerag.graph.build import EntityGraph, GraphFact
 from sirerag.graph.linking import Bridge, Seeds
 
@@ -137,13 +138,29 @@ class PropositionBridge:
 
 
 
-def load_bridge(index: Any, graph: EntityGraph, embedder: Any) -> PropositionBridge:
+def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
-    where it has them; facts without a stored vector are embedded now (with a warning)."""
-    from sirerag.trees.proposition_vectors import load_proposition_vectors, vectors_for
+    where it has them; facts without a stored vector are embedded now (with a warning).
+
+    ``aids`` is the graph's ``query_aids`` record: with its fact rows (:func:`~sirerag.graph.query_aids.load_fact_rows`)
+    the vectors are taken from the memory-mapped ``propositions.npy`` without reading the propositions."""
+    from sirerag.graph.query_aids import load_fact_rows
+    from sirerag.graph.store import GRAPH_DIR
+    from sirerag.pool.store import PROPOSITIONS
+    from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, load_proposition_vectors, vectors_for
 
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
         return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages)
+    component, record = index.manifest.component("proposition_vectors"), index.manifest.files.get(PROPOSITIONS)
+    if aids and component is not None and record is not None and isinstance(component.info.get("rows"), int):
+        with index.reading():  # the rows of the loaded commit
+            rows = load_fact_rows(index.path / GRAPH_DIR, aids, facts=len(graph.facts),
+                                  propositions_sha256=record.sha256, vectors=component.info["rows"])
+            if rows is not None:
+                vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True)
+                if vectors.ndim == 2 and vectors.shape[0] == component.info["rows"]:
+                    return PropositionBridge(graph.facts, np.asarray(vectors[rows], dtype=np.float32),
+                                             graph.entity_passages)
     props = list(index.propositions())
     with index.reading():  # the vectors of the loaded commit
         stored = load_proposition_vectors(index.path, len(props))

@@ -14,18 +14,25 @@ def entry_node_matrix(pool: Pool, graph: EntityGraph, *, with_entity: bool = Tru
     """``(n_entries, n_nodes)``: row ``i`` averages the graph nodes entry ``i`` covers
     (its passages, plus with ``with_entity`` its entity for an aggregate); entries covering
     none are zero."""
-    rows, cols, vals = [], [], []
+    rows: list[int] = []
+    cols: list[int] = []
     passage_node = graph.passage_index
     for i, entry in enumerate(pool.entries):
-        nodes = {passage_node[p] for p in entry.passages if p in passage_node}
-        entity = graph.entity_node(entry.entity) if with_entity and entry.entity is not None else None
-        if entity is not None:
-            nodes.add(entity)
-        for node in sorted(nodes):
-            rows.append(i)
-            cols.append(node)
-            vals.append(1.0 / len(nodes))
-    return sp.csr_matrix((vals, (rows, cols)), shape=(len(pool), graph.n_nodes))
+        for passage in entry.passages:
+            node = passage_node.get(passage)
+            if node is not None:
+                rows.append(i)
+                cols.append(node)
+        if with_entity and entry.entity is not None:
+            entity = graph.entity_node(entry.entity)
+            if entity is not None:
+                rows.append(i)
+                cols.append(entity)
+    n_nodes = graph.n_nodes
+    keys = np.unique(np.asarray(rows, dtype=np.int64) * n_nodes + np.asarray(cols, dtype=np.int64))
+    row, col = keys // n_nodes, keys % n_nodes  # each (entry, node) once
+    covered = np.bincount(row, minlength=len(pool)).astype(np.float64)
+    return sp.csr_matrix((1.0 / covered[row] if row.size else np.zeros(0), (row, col)), shape=(len(pool), n_nodes))
 
 
 def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix, how: str) -> np.ndarray:

@@ -9,6 +9,7 @@ counts over every chunk (0.5 s). The build computes them once and writes them un
     graph/seeds_bm25/     bm25s arrays of the leaf texts PPR seeds from, in seed-row order
     graph/surface.json    the surface forms of the entity names: [[form, node], ...]
     graph/tagger.json     the rule tagger's lower-case / capitalised word counts
+    graph/fact_rows.npy   each fact's row in ``propositions.npy`` (so bridging need not read the propositions)
 
 ``graph.json`` records them under ``query_aids`` with what they were made from (the
 seed rows' entry ids hashed, the minimum form length), so a loader uses one only when it
@@ -23,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.core.io import read_json, write_json
+from sirerag.core.io import load_npy, read_json, read_jsonl, save_npy, write_json
 from sirerag.core.types import Pool
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 SEEDS_BM25 = "seeds_bm25"
 SURFACE = "surface.json"
 TAGGER = "tagger.json"
+FACT_ROWS = "fact_rows.npy"
 
 
 def seed_rows(pool: Pool, passage_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -52,8 +54,13 @@ def rows_key(pool: Pool, rows: np.ndarray) -> str:
 
 def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: dict[str, int],
                     surface_forms: Sequence[tuple[str, int]] | None, min_chars: int,
-                    tagger_counts: dict[str, dict[str, int]] | None) -> dict[str, Any]:
-    """Write the aids that are given into ``directory``; returns their record for ``graph.json``."""
+                    tagger_counts: dict[str, dict[str, int]] | None, fact_ids: Sequence[str] = (),
+                    propositions: Path | None = None) -> dict[str, Any]:
+    """Write the aids that are given into ``directory``; returns their record for ``graph.json``.
+
+    ``fact_ids`` (the graph's facts, which are propositions) with ``propositions`` (the index's
+    ``propositions.jsonl``, already written) store each fact's line in that file, which is its row of
+    ``propositions.npy``, with the file's sha256; a loader uses them only for a file with that sha256."""
     from sirerag.pool.bm25 import build_lexical_index, save_lexical_index
 
     directory = Path(directory)
@@ -71,7 +78,25 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
     if tagger_counts is not None:
         write_json(directory / TAGGER, tagger_counts)
         record["tagger"] = {"path": TAGGER, "kind": "rules"}
+    if fact_ids and propositions is not None and propositions.is_file():
+        rows = _fact_rows(fact_ids, propositions)
+        if rows is not None:
+            save_npy(directory / FACT_ROWS, rows)
+            record["fact_rows"] = {"path": FACT_ROWS, "facts": int(rows.size),
+                                   "propositions_sha256": hashlib.sha256(propositions.read_bytes()).hexdigest()}
     return record
+
+
+def _fact_rows(fact_ids: Sequence[str], propositions: Path) -> np.ndarray | None:
+    """The line of each fact's proposition in ``propositions`` (0-based), or None when one is missing."""
+    line = {}
+    for i, record in enumerate(read_jsonl(propositions)):
+        line.setdefault(record.get("id") if isinstance(record, dict) else None, i)
+    missing = [fid for fid in fact_ids if fid not in line]
+    if missing:
+        logger.info("%s has no proposition %s of the graph's facts: no fact rows stored", propositions, missing[0])
+        return None
+    return np.array([line[fid] for fid in fact_ids], dtype=np.int64)
 
 
 def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: np.ndarray) -> Any | None:
@@ -84,12 +109,26 @@ def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: n
     return load_lexical_index(directory / info["path"])
 
 
-def load_surface_forms(directory: Path, record: dict[str, Any], min_chars: int) -> list[tuple[str, int]] | None:
-    """The stored surface forms when they were made with ``min_chars``, else None."""
+def load_surface_forms(directory: Path, record: dict[str, Any], min_chars: int) -> dict[str, int] | None:
+    """The stored surface forms (form -> node) when they were made with ``min_chars``, else None."""
     info = record.get("surface")
     if not info or info.get("min_chars") != min_chars:
         return None
-    return [(str(form), int(node)) for form, node in read_json(directory / info["path"])]
+    return dict(read_json(directory / info["path"]))
+
+
+def load_fact_rows(directory: Path, record: dict[str, Any], *, facts: int, propositions_sha256: str | None,
+                   vectors: int) -> np.ndarray | None:
+    """Each fact's row in ``propositions.npy`` when they were stored for exactly this ``propositions.jsonl``
+    (its sha256, as the manifest records it) and every row is one of its ``vectors`` rows, else None."""
+    info = record.get("fact_rows")
+    if not info or info.get("facts") != facts or not propositions_sha256 \
+            or info.get("propositions_sha256") != propositions_sha256:
+        return None
+    rows = np.asarray(load_npy(directory / info["path"]))
+    if rows.shape != (facts,) or (rows.size and (int(rows.min()) < 0 or int(rows.max()) >= vectors)):
+        return None
+    return rows
 
 
 def load_tagger_counts(directory: Path, record: dict[str, Any]) -> dict[str, dict[str, int]] | None:

@@ -31,6 +31,7 @@ from sirerag.graph.query_aids import save_query_aids
 from sirerag.graph.surface import MIN_FORM_CHARS, surface_forms
 from sirerag.core.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
 from sirerag.core.types import Document, Pool, Proposition
+from sirerag.pool.store import PROPOSITIONS
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +144,7 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
         Path(out) / GRAPH_DIR, pool=pool, passage_index=graph.passage_index,
         surface_forms=surface_forms(graph.entities, min_chars=MIN_FORM_CHARS), min_chars=MIN_FORM_CHARS,
         tagger_counts=EntityTagger().fit(chunk_texts).to_counts() if chunk_texts is not None and ner == "rules"
-        else None)
+        else None, fact_ids=[f.id for f in graph.facts], propositions=Path(out) / PROPOSITIONS)
     graph.stats.setdefault("seconds", {})["query_aids"] = round(time.perf_counter() - start_save, 3)
     start_save = time.perf_counter()
     meta = save_graph(Path(out) / GRAPH_DIR, graph, embedder=getattr(embedder, "spec", None), settings=settings,

@@ -2,10 +2,16 @@
 
 Every entity node (names from the extractor and document titles alike) is indexed
 under its matching key (:func:`~sirerag.extraction.normalize.entity_key`, case-folded)
-and an accent-free variant of it, in an Aho–Corasick automaton (``pyahocorasick``).
-A query is case-folded the same way; all occurrences that start and end on word
-boundaries are found in one pass, and the longest ones that do not overlap are kept
-(longer first, then earlier). A match is kept only where the query writes it with a
+and an accent-free variant of it, in a hash table. A query is case-folded the same way;
+every span of it that starts and ends on a word boundary and is no longer than the
+longest form is looked up, and the longest matches that do not overlap are kept
+(longer first, then earlier).
+
+The spans on word boundaries of a query are few (a few hundred for a long question), so
+looking each up finds what an Aho–Corasick automaton over the forms finds, and the table
+is ready as soon as the stored forms are read; an automaton (``pyahocorasick``, used
+before) had to be rebuilt from the 49k forms of the 2Wiki graph at every start (about
+0.2 s), since it can only be saved by pickling. A match is kept only where the query writes it with a
 capital letter or a digit (unless the whole query is lower case), so that an entity
 named like a common word ("Film", "Music") is not linked from the word "film".
 """
@@ -13,9 +19,8 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
-from sirerag.core.errors import require
 from sirerag.extraction.normalize import entity_key
 
 #: surface forms shorter than this many alphanumeric characters are not indexed
@@ -56,25 +61,21 @@ def surface_forms(names: Sequence[str], *, min_chars: int = MIN_FORM_CHARS) -> l
 
 
 class SurfaceIndex:
-    """Aho–Corasick index from surface forms to entity nodes.
+    """Surface forms to entity nodes, and their matches in a query.
 
     Args:
         names: entity display names; position ``i`` is node ``i``.
         min_chars: forms with fewer alphanumeric characters are skipped.
-        forms: the table :func:`surface_forms` gives for ``names`` (stored at build time); computed
-            from ``names`` when None.
+        forms: the table :func:`surface_forms` gives for ``names`` (stored at build time), as pairs or as a
+            mapping; computed from ``names`` when None.
     """
 
     def __init__(self, names: Sequence[str], *, min_chars: int = MIN_FORM_CHARS,
-                 forms: Sequence[tuple[str, int]] | None = None) -> None:
-        ahocorasick = require("ahocorasick", "ppr", purpose="the surface-form index of the entity graph")
+                 forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None) -> None:
         table = surface_forms(names, min_chars=min_chars) if forms is None else forms
-        self.automaton = ahocorasick.Automaton()
-        for form, node in table:
-            self.automaton.add_word(form, (len(form), node))
-        self.size = len(table)
-        if self.size:
-            self.automaton.make_automaton()
+        self.table: dict[str, int] = dict(table)
+        self.size = len(self.table)
+        self.longest = max(map(len, self.table), default=0)
 
     @staticmethod
     def forms(name: str) -> Iterable[str]:
@@ -95,15 +96,22 @@ class SurfaceIndex:
             if len(text) != len(query):
                 text = query.lower()
         lower_query = not any(ch.isupper() for ch in query)
+        starts = [i for i in range(len(text)) if i == 0 or not text[i - 1].isalnum()]
+        ends = [i for i in range(1, len(text) + 1) if i == len(text) or not text[i].isalnum()]
         found = []
-        for end, (length, node) in self.automaton.iter(text):
-            start = end - length + 1
-            if start > 0 and text[start - 1].isalnum() or end + 1 < len(text) and text[end + 1].isalnum():
-                continue  # not on word boundaries
-            span = query[start:end + 1]
-            if not lower_query and not any(ch.isupper() or ch.isdigit() for ch in span):
-                continue
-            found.append(Match(start, end + 1, node, span))
+        for start in starts:
+            for end in ends:
+                if end <= start:
+                    continue
+                if end - start > self.longest:
+                    break
+                node = self.table.get(text[start:end])
+                if node is None:
+                    continue
+                span = query[start:end]
+                if not lower_query and not any(ch.isupper() or ch.isdigit() for ch in span):
+                    continue
+                found.append(Match(start, end, int(node), span))
         found.sort(key=lambda m: (-(m.end - m.start), m.start))
         taken: list[Match] = []
         for m in found:

@@ -8,7 +8,6 @@ with summaries or aggregates, the ranking is rearranged by the pool rule of
 """
 from __future__ import annotations
 
-import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from sirerag.core.errors import ConfigError
@@ -53,12 +52,11 @@ def graph_links_passages(index: LoadedIndex) -> bool:
 
 def default_retriever(index: LoadedIndex) -> tuple[str, dict[str, Any]]:
     """``(name, options)`` of the retriever used when none is asked for: the first of :data:`DEFAULTS` the
-    index can serve (a PPR retriever needs a graph that links passages, :func:`graph_links_passages`, and
-    the ``ppr`` extra)."""
+    index can serve (a PPR retriever needs a graph that links passages, :func:`graph_links_passages`)."""
     has_graph = index.component("graph") is not None
     for name, options in DEFAULTS:
         if "ppr" in name.split("+"):
-            if not has_graph or importlib.util.find_spec("ahocorasick") is None or not graph_links_passages(index):
+            if not has_graph or not graph_links_passages(index):
                 continue
         return name, dict(options)
     return DEFAULTS[-1][0], dict(DEFAULTS[-1][1])

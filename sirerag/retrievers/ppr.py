@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -73,7 +73,7 @@ class PPRRetriever(Closing):
                  damping: float = 0.5, tol: float = 1e-6, max_iter: int = 100,
                  passage_weight: float | None = None, top_facts: int = 5, top_entities: int = 5,
                  surface: bool = True, passage_seeds: str = "dense+bm25", bm25_share: float = 0.5,
-                 entry_score: str = "mean", surface_forms: Sequence[tuple[str, int]] | None = None,
+                 entry_score: str = "mean", surface_forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None,
                  seeds_lexical: Any | None = None, bridge: Any | None = None,
                  bridge_settings: Any | None = None) -> None:
         check(linking in LINKING, "linking", linking, f"one of {LINKING}")
@@ -290,6 +290,6 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
 
         fact_filter = load_llm(fact_filter, cache_dir=index.path / "cache" / "llm")
     if settings_b.hops > 0 and linking == "ner":
-        kwargs["bridge"], kwargs["bridge_settings"] = load_bridge(index, graph, embedder), settings_b
+        kwargs["bridge"], kwargs["bridge_settings"] = load_bridge(index, graph, embedder, aids), settings_b
     return PPRRetriever(graph, index.pool, embedder, linking=linking, tagger=tagger, llm=fact_filter, **kwargs)
 
