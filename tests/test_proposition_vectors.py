@@ -230,6 +230,22 @@ def test_short_texts_same_uses_the_index_embedder_and_auto_the_onnx_export_when_
             assert fast.spec.endswith("#ort") and fast.spec != "st:all-MiniLM-L6-v2"
 
 
+def test_short_texts_use_every_usable_core_and_get_the_same_vectors_as_with_one():
+    from sirerag.embedding import load_short_text_embedder, usable_cores
+    from sirerag.embedding.query_encoder import OnnxQueryEmbedder, load_minilm_query_embedder
+    from sirerag.embedding.query_export import export_available
+
+    fast = load_short_text_embedder("minilm") if export_available() else None
+    if fast is None:
+        pytest.skip("no ONNX export of MiniLM on this machine (any minilm build writes it)")
+    assert isinstance(fast, OnnxQueryEmbedder) and fast.session.get_session_options().intra_op_num_threads == \
+        usable_cores() >= 1
+    one = load_minilm_query_embedder(threads=1)
+    assert one.session.get_session_options().intra_op_num_threads == 1
+    texts = [d["text"] for d in DOCS + NEW] + ["Kraków Creek", "Marta Kowalski", "the Oder"] * 30
+    assert np.array_equal(fast.encode_documents(texts), one.encode_documents(texts))  # bitwise: threads only split work
+
+
 def test_an_index_built_before_the_setting_is_updated_as_it_was_built(tmp_path):
     from sirerag.embedding import load_embedder
     from sirerag.pipeline.build import build_index
@@ -255,3 +271,33 @@ def test_an_index_built_before_the_setting_is_updated_as_it_was_built(tmp_path):
     assert float(np.min(np.sum(texts * np.vstack([r for _, r in new]), axis=1))) > 0.9999  # embedded as text
     props = loaded.propositions()
     assert load_proposition_vectors(index, len(props)).shape == (len(props), 384)  # and the rows are there now
+
+
+def test_a_graph_without_the_relatedness_tree_stores_the_rows_for_bridging_and_add_keeps_them(tmp_path):
+    from sirerag.embedding import load_embedder
+    from sirerag.pipeline.build import build_index
+    from sirerag.pipeline.update import update_index
+    from sirerag.pool.store import load_index
+    from sirerag.retrievers import load_retriever
+
+    minilm = load_embedder("minilm", show_progress=False)
+    config = BuildConfig(trees=(), seed=7, chunking=ChunkingConfig(mode="passage"), graph=GraphConfig(enabled=True))
+    index = tmp_path / "index"
+    build_index(_write(tmp_path / "old.jsonl", DOCS), index, config, show_progress=False)
+
+    def rows() -> dict[str, np.ndarray]:
+        loaded = load_index(index)
+        props = loaded.propositions()
+        stored = load_proposition_vectors(index, len(props))
+        assert stored is not None and len(props) > 4 and loaded.manifest.component("proposition_vectors") is not None
+        fresh = minilm.encode_documents([p.text for p in props])
+        assert float(np.min(np.sum(fresh * stored, axis=1))) > 0.9999
+        assert {e.kind for e in loaded.pool.entries} == {"leaf"}  # no tree: only the rows were added
+        ppr = load_retriever("ppr", loaded)
+        assert ppr.bridge is not None and ppr.bridge_settings.hops == 2  # bridging is on, from the stored rows
+        return {p.id: r for p, r in zip(props, stored)}
+
+    built = rows()
+    update_index(index, add=_write(tmp_path / "new.jsonl", NEW))
+    added = rows()
+    assert set(built) < set(added) and all(np.array_equal(built[i], added[i]) for i in built)

@@ -7,6 +7,7 @@ Choose one with :func:`load_embedder`::
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,16 @@ def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool 
     if parse_embedder_spec(spec)[0] == "minilm":
         from sirerag.embedding.query_encoder import load_minilm_query_embedder
 
-        fast = load_minilm_query_embedder(batch_size=batch_size)
+        fast = load_minilm_query_embedder(batch_size=batch_size, threads=usable_cores())
         if fast is not None:
             return fast
     return load_embedder(spec, batch_size=batch_size, show_progress=show_progress)
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity where the platform tells it, else the CPU count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0)) if affinity is not None else os.cpu_count() or 1)
 
 
 def load_short_text_embedder(spec: str, *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -85,17 +92,18 @@ def load_short_text_embedder(spec: str, *, batch_size: int = 64, cache_dir: str 
     """The fast embedder of a build's short texts (propositions, entity names) for an index embedded with
     ``spec``, or None when there is none (then the index embedder encodes them).
 
-    For ``minilm`` it is the ONNX export of the same weights on ONNX Runtime, one thread
+    For ``minilm`` it is the ONNX export of the same weights on ONNX Runtime
     (:mod:`~sirerag.embedding.query_encoder`; the export is checked against torch when it is
     written, and its vectors are the same to cosine 0.9999999 on entity names and propositions,
-    docs/performance.md). Its spec ends in ``#ort``, so with ``cache_dir`` its vectors are cached
+    docs/performance.md), with one intra-op thread per core the process may use, as torch does for
+    the leaves (its vectors are bitwise the same with one thread or two, docs/performance.md). Its spec ends in ``#ort``, so with ``cache_dir`` its vectors are cached
     apart from torch's.
     """
     if parse_embedder_spec(spec)[0] != "minilm":
         return None
     from sirerag.embedding.query_encoder import load_minilm_query_embedder
 
-    fast = load_minilm_query_embedder(batch_size=batch_size)
+    fast = load_minilm_query_embedder(batch_size=batch_size, threads=usable_cores())
     if fast is None or cache_dir is None:
         return fast
     return CachedEmbedder(fast, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),

@@ -188,9 +188,10 @@ def export_info(folder: str | Path) -> dict[str, Any] | None:
     return info
 
 
-def load_minilm_query_embedder(*, batch_size: int = 64) -> OnnxQueryEmbedder | None:
+def load_minilm_query_embedder(*, batch_size: int = 64, threads: int = 1) -> OnnxQueryEmbedder | None:
     """MiniLM on ONNX Runtime when its export for the installed weights exists and onnxruntime
     and tokenizers are installed; else None, after one info log line saying how to get it.
+    ``threads``: intra-op threads (one for queries; a build's many short texts use every core).
 
     Raises:
         MissingExtraError: the MiniLM weights package is not installed.
@@ -210,7 +211,7 @@ def load_minilm_query_embedder(*, batch_size: int = 64) -> OnnxQueryEmbedder | N
                     folder, FAST_PATH_HINT)
         return None
     try:
-        embedder = OnnxQueryEmbedder(folder, MINILM_SPEC + SPEC_SUFFIX, batch_size=batch_size)
+        embedder = OnnxQueryEmbedder(folder, MINILM_SPEC + SPEC_SUFFIX, batch_size=batch_size, threads=threads)
     except SireragError as exc:
         logger.warning("dense search loads torch for the query encoder: the ONNX export is unusable (%s); "
                        "rewrite it with 'sirerag cache query-model --force'", exc)

@@ -18,7 +18,8 @@ The stages (``*``: only with some settings):
 ``relatedness_tree`` *    ``"relatedness" in trees``: propositions embedded, aggregates clustered, summarised
 ``pool``                  flatten the trees (or the leaves alone) into the retrieval pool
 ``bm25``                  the stored lexical index of the pool
-``graph`` *               ``graph.enabled``: the entity graph for PPR
+``graph`` *               ``graph.enabled``: the entity graph for PPR (and, with no relatedness tree, the
+                          propositions embedded for PPR's bridging)
 ========================  ==============================================================
 """
 from __future__ import annotations
@@ -94,8 +95,9 @@ class BuildPlan:
                             writes=(ENTRIES, EMBEDDINGS, "component:pool")))
         stages.append(Stage("bm25", needs=("pool",), writes=("component:bm25",)))
         if graph:
+            vectors = () if "relatedness" in trees else (PROPOSITION_VECTORS,)  # for bridging, if no tree did
             stages.append(Stage("graph", models=("embedder",), needs=("documents", "propositions"),
-                                writes=("component:graph",)))
+                                writes=("component:graph", *vectors)))
         return cls(tuple(stages))
 
     @property

@@ -58,10 +58,19 @@ class IndexWriter:
 
     def graph(self, stage: Stage) -> None:
         from sirerag.graph.store import build_and_save_graph
+        from sirerag.trees.proposition_vectors import vectors_for
 
+        if self.proposition_vectors is None and self.propositions:  # no relatedness tree embedded them
+            # the graph's facts are propositions, and PPR's bridging reads their rows (propositions.npy)
+            self.write_proposition_vectors(vectors_for(self.propositions, self.known_proposition_rows(),
+                                                       self.models.short_text_embedder()))
         self.components["graph"] = build_and_save_graph(
             self.out, self.documents, self.propositions, embedder=self.graph_embedder(), config=self.config.graph,
             pool=self.retrieval_pool, chunk_texts=[c.text for c in self.chunks], ner=self.config.extraction.ner)
+
+    def known_proposition_rows(self) -> dict[str, np.ndarray]:
+        """Rows of propositions embedded before, by proposition id (a build has none; an update, its index's)."""
+        return {}
 
     def graph_embedder(self) -> Any:
         """The embedder of the graph's entities and facts; facts reuse the proposition rows."""

@@ -228,13 +228,18 @@ class IncrementalRunner(IndexWriter):
         return list(result.propositions), list(result.failures), list(result.rewrite_records)
 
     def relatedness_tree(self, stage: Stage) -> None:
-        from sirerag.trees.proposition_vectors import load_proposition_vectors, vectors_for
+        from sirerag.trees.proposition_vectors import vectors_for
+
+        self.write_proposition_vectors(vectors_for(self.propositions, self.known_proposition_rows(),
+                                                   self.models.short_text_embedder()))
+        self.trees.relatedness(self.propositions, self.proposition_vectors)
+
+    def known_proposition_rows(self) -> dict[str, np.ndarray]:
+        from sirerag.trees.proposition_vectors import load_proposition_vectors
 
         old_props = self.old.propositions()
         stored = load_proposition_vectors(self.old.path, len(old_props))
-        known = {} if stored is None else {p.id: row for p, row in zip(old_props, stored)}
-        self.write_proposition_vectors(vectors_for(self.propositions, known, self.models.short_text_embedder()))
-        self.trees.relatedness(self.propositions, self.proposition_vectors)
+        return {} if stored is None else {p.id: row for p, row in zip(old_props, stored)}
 
     def pool(self, stage: Stage) -> None:
         if "similarity" not in self.trees.levels:  # no similarity tree: the leaves alone
