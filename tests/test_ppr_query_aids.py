@@ -123,3 +123,21 @@ def test_an_add_writes_the_aids_for_the_new_pool(graph_index, tmp_path, monkeypa
     stored = _hits(index)
     _forget_aids(monkeypatch)
     assert _hits(index) == stored
+
+
+def test_graph_files_read_in_one_parse_as_line_by_line_and_a_damaged_line_is_named(graph_index, tmp_path):
+    import shutil
+
+    from sirerag.core.errors import IndexFormatError
+    from sirerag.core.io import read_jsonl
+    from sirerag.graph.store import _rows, load_graph
+
+    for name in ("nodes.jsonl", "facts.jsonl"):
+        assert _rows(graph_index / "graph" / name) == list(read_jsonl(graph_index / "graph" / name))
+    folder = tmp_path / "graph"
+    shutil.copytree(graph_index / "graph", folder)
+    lines = (folder / "nodes.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[2] = lines[2] + ' {"kind": "entity"}'  # two values on one line: one parse would accept it as two rows
+    (folder / "nodes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(IndexFormatError, match=r"nodes\.jsonl:3: invalid JSON"):
+        load_graph(folder)
