@@ -64,16 +64,21 @@ def synonym_edges(
         stop = min(start + block, m)
         sims = sub[start:stop] @ sub.T
         sims[np.arange(stop - start), np.arange(start, stop)] = -np.inf
-        if k < m - 1:
-            top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        else:
-            top = np.broadcast_to(np.arange(m), (stop - start, m))
-        top_sims = np.take_along_axis(sims, top, axis=1)
-        keep = top_sims >= threshold
-        r = np.repeat(np.arange(start, stop), keep.sum(axis=1))
-        rows_l.append(r)
-        cols_l.append(top[keep])
-        sims_l.append(top_sims[keep].astype(np.float64))
+        # a row's k best at or above the threshold: every candidate when it has at most k (the usual case:
+        # a name has few near-duplicates), else its k best (the same set a partition of the whole row gives)
+        hit_r, hit_c = np.nonzero(sims >= threshold)
+        crowded = np.flatnonzero(np.bincount(hit_r, minlength=stop - start) > k)
+        if crowded.size:
+            drop = np.isin(hit_r, crowded)
+            hit_r, hit_c = hit_r[~drop], hit_c[~drop]
+            top = np.argpartition(-sims[crowded], k - 1, axis=1)[:, :k]
+            hit_r = np.concatenate([hit_r, np.repeat(crowded, k)])
+            hit_c = np.concatenate([hit_c, top.ravel()])
+            order = np.argsort(hit_r, kind="stable")  # rows in order, as the pairs are deduplicated below
+            hit_r, hit_c = hit_r[order], hit_c[order]
+        rows_l.append(hit_r + start)
+        cols_l.append(hit_c)
+        sims_l.append(sims[hit_r, hit_c].astype(np.float64))
     rows = np.concatenate(rows_l)
     cols = np.concatenate(cols_l)
     sims = np.concatenate(sims_l)
