@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from sirerag.embedding.backends import SPEC_FORMS, make_embedder, parse_embedder_spec
-from sirerag.embedding.base import Embedder, l2_normalize
+from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
 
-__all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "l2_normalize",
-           "load_embedder", "load_query_embedder", "load_short_text_embedder", "make_embedder",
-           "parse_embedder_spec"]
+__all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "TokenWindow",
+           "l2_normalize", "load_embedder", "load_query_embedder", "load_short_text_embedder", "make_embedder",
+           "parse_embedder_spec", "token_window"]
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,

@@ -30,6 +30,29 @@ class Embedder(Protocol):
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+@runtime_checkable
+class TokenWindow(Protocol):
+    """An embedder that reads at most ``max_input_tokens`` tokens of a text (special tokens included)
+    and cuts the rest, and can count a text's tokens before the cut."""
+
+    @property
+    def max_input_tokens(self) -> int: ...
+
+    def count_input_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+
+def token_window(embedder: object) -> TokenWindow | None:
+    """The :class:`TokenWindow` behind ``embedder`` (itself, or what a wrapper's ``inner`` holds), or None
+    when the backend does not tell (an API embedder)."""
+    seen: set[int] = set()
+    while embedder is not None and id(embedder) not in seen:
+        if isinstance(embedder, TokenWindow):
+            return embedder
+        seen.add(id(embedder))
+        embedder = getattr(embedder, "inner", None)
+    return None
+
+
 def l2_normalize(matrix: np.ndarray) -> np.ndarray:
     """Row-normalise to unit length in float32 (zero rows stay zero)."""
     matrix = np.asarray(matrix, dtype=np.float32)

@@ -127,6 +127,18 @@ class SentenceTransformerEmbedder:
     def dim(self) -> int:
         return self._dim
 
+    @property
+    def max_input_tokens(self) -> int:
+        """The model's ``max_seq_length``: sentence-transformers cuts every text there."""
+        return int(self.model.max_seq_length)
+
+    def count_input_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Each text's tokens with the model's own tokenizer, special tokens included, before the cut."""
+        if len(texts) == 0:
+            return []
+        ids = self.model.tokenizer(list(texts), add_special_tokens=True, verbose=False)["input_ids"]
+        return [len(row) for row in ids]
+
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode(texts, "query")
 

@@ -53,16 +53,15 @@ class TreeUpdate:
         """Update the relatedness tree; new aggregates' vectors derive from ``proposition_rows`` (aligned
         with ``propositions``) unless the settings embed their texts."""
         from sirerag.trees.aggregates import build_aggregates
-        from sirerag.trees.proposition_vectors import derived_vectors
+        from sirerag.trees.proposition_vectors import node_vectors
 
         relatedness = self.config.relatedness
         base = list(build_aggregates(propositions, max_tokens=relatedness.aggregate_max_tokens,
                                      skip_redundant=relatedness.skip_redundant_entities).nodes)
         missing = [n for n in base if n.id not in self.vectors]
         if missing:
-            mode = relatedness.aggregate_vectors
-            rows = np.asarray(self.models.embedder().encode_documents([n.text for n in missing]), dtype=np.float32) \
-                if mode == "text" else derived_vectors(missing, propositions, proposition_rows, mode=mode)
+            rows = node_vectors(missing, propositions, proposition_rows, self.models.embedder(),
+                                mode=relatedness.aggregate_vectors)
             self.vectors.update({n.id: row for n, row in zip(missing, rows)})
         self._update("relatedness", ("aggregate",), base, relatedness.summaries)
 

@@ -7,12 +7,17 @@ propositions' rows instead of embedding its long text
 
 - ``mean``: the renormalised mean of its propositions' rows;
 - ``token_mean``: the same mean weighted by each proposition's token count;
-- ``text``: none derived; the aggregate's own text is embedded (the earlier behaviour).
+- ``text``: none derived; the aggregate's own text is embedded (the earlier behaviour);
+- ``window``: the aggregate's own text where the embedder reads all of it; an aggregate longer than the
+  embedder's input window (which the embedder would cut, so that only its first propositions count) gets
+  the mean of the propositions inside that window, each weighted by its tokens inside it
+  (:func:`window_vectors`). An embedder that does not tell its window embeds every text.
 
 The graph's fact embeddings reuse the same rows (:func:`rows_by_text`).
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -21,8 +26,10 @@ import numpy as np
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import load_npy, save_npy
 from sirerag.core.types import Node, Proposition, collapse_ws
-from sirerag.embedding.base import l2_normalize
+from sirerag.embedding.base import TokenWindow, l2_normalize, token_window
 from sirerag.text.tokens import count_tokens_many
+
+logger = logging.getLogger(__name__)
 
 #: The proposition rows of an index, aligned with ``propositions.jsonl``.
 PROPOSITION_VECTORS = "propositions.npy"
@@ -68,6 +75,88 @@ def derived_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], 
         w = weights[members]
         out[n] = (w[:, None] * rows[members]).sum(axis=0) / w.sum()
     return l2_normalize(out)
+
+
+def node_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], rows: np.ndarray | None,
+                 embedder: Any, *, mode: str) -> np.ndarray:
+    """The vectors of aggregate (or proposition) nodes by ``mode`` (``text``, ``window``, ``mean`` or
+    ``token_mean``; the module docstring); ``rows`` are the proposition rows aligned with
+    ``propositions`` (None embeds them first when a mode needs them)."""
+    if mode == "text" or not nodes:
+        return _embed_texts(embedder, nodes)
+    if rows is None:
+        rows = embed_propositions(embedder, propositions)
+    if mode != "window":
+        return derived_vectors(nodes, propositions, rows, mode=mode)
+    window = token_window(embedder)
+    if window is None:
+        logger.info("aggregate vectors: the embedder %s does not tell its input window, so every aggregate's "
+                    "text is embedded", getattr(embedder, "spec", "?"))
+        return _embed_texts(embedder, nodes)
+    return window_vectors(nodes, propositions, rows, embedder, window)
+
+
+def window_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], rows: np.ndarray, embedder: Any,
+                   window: TokenWindow) -> np.ndarray:
+    """``window`` mode: nodes whose text fits ``window.max_input_tokens`` are embedded by ``embedder``; each
+    other node gets the renormalised mean of the rows of the propositions the window would keep, in the
+    node's order, weighted by the tokens of each inside the window (the last one only its first tokens).
+
+    A node's text is its propositions' texts joined by single spaces, and a word-piece tokenizer splits
+    at white space, so its token count is the sum of theirs plus the special tokens (checked in the tests).
+    """
+    special = window.count_input_tokens([""])[0]
+    limit = window.max_input_tokens - special
+    position = {p.id: i for i, p in enumerate(propositions)}
+    texts = list(dict.fromkeys(collapse_ws(p.text) for p in propositions))
+    counts = dict(zip(texts, (n - special for n in window.count_input_tokens(texts))))
+    weights: dict[int, tuple[list[int], list[float]]] = {}
+    whole: list[int] = []
+    for n, node in enumerate(nodes):
+        members = _text_members(node, propositions, position)
+        sizes = [counts[collapse_ws(propositions[i].text)] for i in members or ()]
+        if members is None or sum(sizes) <= limit:
+            whole.append(n)  # fits the window (or is not its propositions' texts joined): its own text
+            continue
+        kept, taken, budget = [], [], limit
+        for i, size in zip(members, sizes):
+            if budget <= 0:
+                break
+            kept.append(i)
+            taken.append(float(max(1, min(size, budget))))
+            budget -= size
+        weights[n] = (kept, taken)
+    out = np.zeros((len(nodes), rows.shape[1]), dtype=np.float32)
+    if whole:
+        out[whole] = _embed_texts(embedder, [nodes[n] for n in whole])
+    for n, (kept, taken) in weights.items():
+        w = np.asarray(taken)
+        out[n] = l2_normalize(((w[:, None] * rows[kept]).sum(axis=0) / w.sum())[None, :])[0]
+    logger.info("aggregate vectors: %d embedded as text, %d longer than the embedder's %d-token window derived "
+                "from the propositions inside it", len(whole), len(weights), window.max_input_tokens)
+    return out
+
+
+def _text_members(node: Node, propositions: Sequence[Proposition], position: Mapping[str, int]) -> list[int] | None:
+    """The rows of the propositions whose texts, joined by spaces, make ``node.text``, in its order (a text
+    listed again under another proposition id, as merged identical aggregates list it, once); None when
+    they do not make it."""
+    members, seen = [], set()
+    for pid in node.propositions:
+        if pid not in position:
+            return None
+        text = collapse_ws(propositions[position[pid]].text)
+        if text not in seen:
+            seen.add(text)
+            members.append(position[pid])
+    joined = " ".join(collapse_ws(propositions[i].text) for i in members)
+    return members if joined == node.text else None
+
+
+def _embed_texts(embedder: Any, nodes: Sequence[Node]) -> np.ndarray:
+    if not nodes:
+        return np.zeros((0, int(getattr(embedder, "dim", 0))), dtype=np.float32)
+    return np.asarray(embedder.encode_documents([n.text for n in nodes]), dtype=np.float32)
 
 
 def rows_by_text(propositions: Sequence[Proposition], rows: np.ndarray) -> dict[str, np.ndarray]:

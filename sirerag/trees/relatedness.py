@@ -27,7 +27,7 @@ import numpy as np
 from sirerag.core.config import ClusteringConfig, RelatednessConfig, TreeConfig
 from sirerag.trees.aggregates import build_aggregates, ordered_linked
 from sirerag.trees.base import TreeResult, TreeStats
-from sirerag.trees.proposition_vectors import derived_vectors, embed_propositions
+from sirerag.trees.proposition_vectors import derived_vectors, embed_propositions, node_vectors
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.core.types import Node, Proposition, collapse_ws
 
@@ -84,8 +84,8 @@ def build_relatedness_tree(
         show_progress: progress bars.
         proposition_vectors: one row per proposition of ``propositions``
             (:func:`~sirerag.trees.proposition_vectors.embed_propositions`); the base nodes' vectors
-            are derived from them unless ``relatedness.aggregate_vectors`` is ``text``. None: embedded
-            here when needed.
+            are derived from them by ``relatedness.aggregate_vectors``
+            (:func:`~sirerag.trees.proposition_vectors.node_vectors`). None: embedded here when needed.
 
     Returns:
         A :class:`TreeResult`: the base nodes (aggregates, or propositions in ablations C/D),
@@ -111,12 +111,9 @@ def build_relatedness_tree(
                           stats=replace(stats, nodes=0))
     start = time.perf_counter()
     mode = relatedness.aggregate_vectors
-    if mode == "text":
-        base_emb = np.asarray(embedder.encode_documents([n.text for n in base_nodes]), dtype=np.float32)
-    else:
-        if proposition_vectors is None:
-            proposition_vectors = embed_propositions(embedder, propositions)
-        base_emb = derived_vectors(base_nodes, propositions, proposition_vectors, mode=mode)
+    if mode != "text" and proposition_vectors is None:
+        proposition_vectors = embed_propositions(embedder, propositions)
+    base_emb = node_vectors(base_nodes, propositions, proposition_vectors, embedder, mode=mode)
     base_seconds = round(time.perf_counter() - start, 3)
     base = TreeResult(nodes=tuple(base_nodes), embeddings=base_emb)
     if relatedness.summaries:

@@ -8,7 +8,7 @@ from sirerag.core.errors import check
 
 TREE_CHOICES = ("similarity", "relatedness")
 #: How an aggregate's vector is made (:class:`RelatednessConfig`).
-AGGREGATE_VECTORS = ("mean", "token_mean", "text")
+AGGREGATE_VECTORS = ("mean", "token_mean", "text", "window")
 
 
 @dataclass(frozen=True)
