@@ -73,6 +73,19 @@ def test_surface_index_takes_longest_non_overlapping_matches():
     assert [m.text for m in index.match("the film about marta")] == ["film", "marta"]  # a lower-case query
 
 
+def test_words_that_open_a_question_are_not_linked_there():
+    from sirerag.graph.surface import SurfaceIndex
+
+    index = SurfaceIndex(["What", "What Is", "What Is Love", "The Who", "Which", "Marta", "Is It Over"])
+    assert [m.text for m in index.match("What is the place of birth of Marta's husband?")] == ["Marta"]
+    assert [m.text for m in index.match("  Which Marta?")] == ["Marta"]
+    assert [m.text for m in index.match("what is marta")] == ["marta"]  # a lower-case query too
+    assert [m.text for m in index.match("What Is Love was sung by whom?")] == ["What Is Love"]  # names a song
+    assert [m.text for m in index.match("The Who played where?")] == ["The Who"]  # an article, then a name
+    assert [m.text for m in index.match("Did Marta sing What Is Love or Is It Over?")] == \
+        ["Marta", "What Is Love", "Is It Over"]  # inside the question they are titles
+
+
 def test_surface_matches_are_those_of_an_aho_corasick_automaton_over_the_forms():
     """The table lookup over word-boundary spans finds what the automaton it replaced found."""
     ahocorasick = pytest.importorskip("ahocorasick")

@@ -13,18 +13,31 @@ is ready as soon as the stored forms are read; an automaton (``pyahocorasick``, 
 before) had to be rebuilt from the 49k forms of the 2Wiki graph at every start (about
 0.2 s), since it can only be saved by pickling. A match is kept only where the query writes it with a
 capital letter or a digit (unless the whole query is lower case), so that an entity
-named like a common word ("Film", "Music") is not linked from the word "film".
+named like a common word ("Film", "Music") is not linked from the word "film". For the same
+reason a match at the query's first word made only of words that start sentences without being
+names (the tagger's :data:`~sirerag.extraction.tagger.STOPLIST`: "What", "What Is", "Which") is
+not linked: a question's first word is capitalised whether or not it names anything.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from sirerag.extraction.normalize import entity_key
+from sirerag.extraction.tagger import STOPLIST
 
 #: surface forms shorter than this many alphanumeric characters are not indexed
 MIN_FORM_CHARS = 3
+_WORD = re.compile(r"[\w']+")
+
+
+def _opening_words(span: str) -> bool:
+    """True for a span of words that open sentences without naming anything ("What", "What Is"); a name
+    of several such words after an article ("The Who") is still a name."""
+    words = _WORD.findall(span.casefold())
+    return all(w in STOPLIST for w in words) and not (len(words) > 1 and words[0] in ("the", "a", "an"))
 
 
 def fold(text: str) -> str:
@@ -96,6 +109,7 @@ class SurfaceIndex:
             if len(text) != len(query):
                 text = query.lower()
         lower_query = not any(ch.isupper() for ch in query)
+        first_word = next((i for i, ch in enumerate(query) if ch.isalnum()), -1)
         starts = [i for i in range(len(text)) if i == 0 or not text[i - 1].isalnum()]
         ends = [i for i in range(1, len(text) + 1) if i == len(text) or not text[i].isalnum()]
         found = []
@@ -111,6 +125,8 @@ class SurfaceIndex:
                 span = query[start:end]
                 if not lower_query and not any(ch.isupper() or ch.isdigit() for ch in span):
                     continue
+                if start == first_word and _opening_words(span):
+                    continue  # "What is ..." opens a question; it names nothing
                 found.append(Match(start, end, int(node), span))
         found.sort(key=lambda m: (-(m.end - m.start), m.start))
         taken: list[Match] = []
