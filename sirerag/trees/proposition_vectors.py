@@ -81,11 +81,11 @@ def node_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], row
                  embedder: Any, *, mode: str) -> np.ndarray:
     """The vectors of aggregate (or proposition) nodes by ``mode`` (``text``, ``window``, ``mean`` or
     ``token_mean``; the module docstring); ``rows`` are the proposition rows aligned with
-    ``propositions`` (None embeds them first when a mode needs them)."""
+    ``propositions`` (:func:`embed_propositions`), needed by every mode but ``text``."""
     if mode == "text" or not nodes:
         return _embed_texts(embedder, nodes)
     if rows is None:
-        rows = embed_propositions(embedder, propositions)
+        raise ValueError(f"aggregate vectors {mode!r} derive from the proposition rows, and none were given")
     if mode != "window":
         return derived_vectors(nodes, propositions, rows, mode=mode)
     window = token_window(embedder)
@@ -104,53 +104,49 @@ def window_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], r
 
     A node's text is its propositions' texts joined by single spaces, and a word-piece tokenizer splits
     at white space, so its token count is the sum of theirs plus the special tokens (checked in the tests).
+    Only the texts of ``nodes``' propositions are counted (an update passes all of the index's).
     """
+    position = {p.id: i for i, p in enumerate(propositions)}
+    members = [_text_members(node, propositions, position) for node in nodes]
+    texts = list(dict.fromkeys(text for found in members if found is not None for _, text in found))
     special = window.count_input_tokens([""])[0]
     limit = window.max_input_tokens - special
-    position = {p.id: i for i, p in enumerate(propositions)}
-    texts = list(dict.fromkeys(collapse_ws(p.text) for p in propositions))
     counts = dict(zip(texts, (n - special for n in window.count_input_tokens(texts))))
-    weights: dict[int, tuple[list[int], list[float]]] = {}
-    whole: list[int] = []
-    for n, node in enumerate(nodes):
-        members = _text_members(node, propositions, position)
-        sizes = [counts[collapse_ws(propositions[i].text)] for i in members or ()]
-        if members is None or sum(sizes) <= limit:
+    out = np.zeros((len(nodes), rows.shape[1]), dtype=np.float32)
+    whole, derived = [], []
+    for n, found in enumerate(members):
+        if found is None or sum(counts[text] for _, text in found) <= limit:
             whole.append(n)  # fits the window (or is not its propositions' texts joined): its own text
             continue
         kept, taken, budget = [], [], limit
-        for i, size in zip(members, sizes):
+        for row, text in found:
             if budget <= 0:
                 break
-            kept.append(i)
-            taken.append(float(max(1, min(size, budget))))
-            budget -= size
-        weights[n] = (kept, taken)
-    out = np.zeros((len(nodes), rows.shape[1]), dtype=np.float32)
+            kept.append(row)
+            taken.append(float(max(1, min(counts[text], budget))))
+            budget -= counts[text]
+        out[n] = (np.asarray(taken)[:, None] * rows[kept]).sum(axis=0)
+        derived.append(n)
     if whole:
         out[whole] = _embed_texts(embedder, [nodes[n] for n in whole])
-    for n, (kept, taken) in weights.items():
-        w = np.asarray(taken)
-        out[n] = l2_normalize(((w[:, None] * rows[kept]).sum(axis=0) / w.sum())[None, :])[0]
+    if derived:
+        out[derived] = l2_normalize(out[derived])
     logger.info("aggregate vectors: %d embedded as text, %d longer than the embedder's %d-token window derived "
-                "from the propositions inside it", len(whole), len(weights), window.max_input_tokens)
+                "from the propositions inside it", len(whole), len(derived), window.max_input_tokens)
     return out
 
 
-def _text_members(node: Node, propositions: Sequence[Proposition], position: Mapping[str, int]) -> list[int] | None:
-    """The rows of the propositions whose texts, joined by spaces, make ``node.text``, in its order (a text
-    listed again under another proposition id, as merged identical aggregates list it, once); None when
-    they do not make it."""
-    members, seen = [], set()
+def _text_members(node: Node, propositions: Sequence[Proposition],
+                  position: Mapping[str, int]) -> list[tuple[int, str]] | None:
+    """The (row, text) of the propositions whose texts, joined by spaces, make ``node.text``, in its order
+    (a text listed again under another proposition id, as merged identical aggregates list it, once); None
+    when they do not make it."""
+    found: dict[str, int] = {}
     for pid in node.propositions:
         if pid not in position:
             return None
-        text = collapse_ws(propositions[position[pid]].text)
-        if text not in seen:
-            seen.add(text)
-            members.append(position[pid])
-    joined = " ".join(collapse_ws(propositions[i].text) for i in members)
-    return members if joined == node.text else None
+        found.setdefault(collapse_ws(propositions[position[pid]].text), position[pid])
+    return [(row, text) for text, row in found.items()] if " ".join(found) == node.text else None
 
 
 def _embed_texts(embedder: Any, nodes: Sequence[Node]) -> np.ndarray:
