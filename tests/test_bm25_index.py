@@ -15,7 +15,8 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import write_manifest
-from sirerag.pool.bm25 import BM25_DIR, build_lexical_index, load_lexical_index, save_bm25, save_lexical_index
+from sirerag.pool.bm25 import (BM25_DIR, StoredScores, build_lexical_index, load_lexical_index, save_bm25,
+                               save_lexical_index)
 from sirerag.pool.store import flatten, load_index, save_pool
 from sirerag.retrievers import load_retriever
 from sirerag.trees.base import TreeResult
@@ -23,7 +24,8 @@ from sirerag.core.types import Node
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["Who founded the Hudson's Bay Company?", "population of the Netherlands in 1600",
-           "Tony Award for Best Actress in a Musical", "zzzqqq xyzzy", "river delta city port"]
+           "Tony Award for Best Actress in a Musical", "zzzqqq xyzzy", "river delta city port",
+           "river river delta Company company"]
 
 
 def _texts(n: int = 120) -> list[str]:
@@ -45,11 +47,13 @@ def _index_dir(root: Path, *, with_bm25: bool = True) -> Path:
     return root
 
 
-@pytest.mark.parametrize("method", ["lucene", "robertson", "bm25+"])
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25+", "bm25l"])
 def test_saved_index_round_trips_to_identical_scores(tmp_path, method):
     built = build_lexical_index(_texts(), k1=1.2, b=0.7, method=method)
     save_lexical_index(built, tmp_path / "bm25")
     loaded = load_lexical_index(tmp_path / "bm25")
+    # summed from the stored arrays without bm25s, except where absent terms score (bm25l, bm25+)
+    assert isinstance(loaded.engine, StoredScores) is (method not in ("bm25+", "bm25l"))
     assert loaded.params == built.params == {"k1": 1.2, "b": 0.7, "method": method}
     assert loaded.stopwords == built.stopwords and "the" in loaded.stopwords
     for query in QUERIES:
@@ -68,6 +72,10 @@ def test_missing_or_foreign_files_are_refused(tmp_path):
     save_lexical_index(build_lexical_index(_texts(10)), tmp_path / "bm25")
     (tmp_path / "bm25" / "tokenizer.json").write_text(json.dumps({"version": 99}))
     with pytest.raises(IndexFormatError, match="tokeniser version 99 is not 1; rebuild the index"):
+        load_lexical_index(tmp_path / "bm25")
+    save_lexical_index(build_lexical_index(_texts(10)), tmp_path / "bm25")
+    np.save(tmp_path / "bm25" / "data.csc.index.npy", np.ones(3, dtype=np.float32), allow_pickle=False)
+    with pytest.raises(IndexFormatError, match="stored BM25 arrays do not match each other; rebuild the index"):
         load_lexical_index(tmp_path / "bm25")
 
 
@@ -103,11 +111,12 @@ def test_a_filtered_pool_is_indexed_in_memory_not_refused(tmp_path, caplog):
     assert hits and {h.entry_id for h in hits} <= kept
 
 
-def test_bm25_search_imports_neither_torch_nor_sklearn(tmp_path):
+def test_bm25_search_imports_neither_torch_nor_sklearn_nor_bm25s(tmp_path):
     index = _index_dir(tmp_path / "index")
     code = ("import json, sys\nfrom sirerag.cli.main import main\n"
             f"rc = main(['search', {str(index)!r}, 'Hudson Bay Company founder', '--retriever', 'bm25', '--json'])\n"
-            "heavy = sorted(m for m in ('torch', 'sklearn', 'transformers', 'sentence_transformers', 'umap') "
+            "heavy = sorted(m for m in ('torch', 'sklearn', 'transformers', 'sentence_transformers', 'umap', "
+            "'bm25s', 'numba') "
             "if m in sys.modules)\n"
             "print(json.dumps({'rc': rc, 'heavy': heavy}))\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -128,7 +137,7 @@ def test_many_queries_give_the_hits_of_single_queries(tmp_path, capsys, monkeypa
     queries.write_text("\n".join(QUERIES[:2]) + "\n\n" + "\n".join(QUERIES[2:]) + "\n", encoding="utf-8")
     assert main(["search", index, "--queries", str(queries), "-k", "5", "--retriever", "bm25", "--json"]) == 0
     many = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [m["query"] for m in many] == QUERIES and [m["line"] for m in many] == [1, 2, 4, 5, 6]
+    assert [m["query"] for m in many] == QUERIES and [m["line"] for m in many] == [1, 2, 4, 5, 6, 7]
     assert [m["hits"] for m in many] == single
     monkeypatch.setattr(sys, "stdin", io.StringIO(queries.read_text(encoding="utf-8")))
     assert main(["search", index, "--queries", "-", "-k", "5", "--retriever", "bm25", "--json"]) == 0

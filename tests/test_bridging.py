@@ -101,3 +101,18 @@ def test_settings_are_checked():
     assert BridgeSettings.from_options(hops=2) == BridgeSettings(hops=2)
     with pytest.raises(ValueError, match="3 proposition vectors for 4 graph facts"):
         PropositionBridge(FACTS, VECTORS[:3], entity_passages=np.ones(5))
+
+
+def test_vectors_read_through_fact_rows_bridge_as_the_vectors_in_fact_order(tmp_path):
+    # a stored matrix with the facts' rows in another order and a row no fact uses, memory-mapped
+    stored = np.stack([np.zeros(3, np.float32), VECTORS[3], VECTORS[1], VECTORS[0], VECTORS[2]])
+    np.save(tmp_path / "vectors.npy", stored, allow_pickle=False)
+    mapped = np.load(tmp_path / "vectors.npy", mmap_mode="r", allow_pickle=False)
+    by_rows = PropositionBridge(FACTS, mapped, np.array([2, 4, 1, 2, 1]), rows=np.array([3, 2, 4, 1]))
+    plain = PropositionBridge(FACTS, VECTORS, np.array([2, 4, 1, 2, 1]))
+    settings = BridgeSettings(hops=2, top=2)
+    assert by_rows.bridges(QUERY, [0], settings) == plain.bridges(QUERY, [0], settings)
+    with pytest.raises(ValueError, match="3 vector rows for 4 graph facts"):
+        PropositionBridge(FACTS, mapped, np.ones(5), rows=np.array([3, 2, 4]))
+    with pytest.raises(ValueError, match="a row outside the 5 vectors"):
+        PropositionBridge(FACTS, mapped, np.ones(5), rows=np.array([3, 2, 4, 5]))

@@ -7,6 +7,7 @@ with ``from_dict``; nothing here is pickled.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
@@ -52,12 +53,20 @@ def document_id(title: str, text: str) -> str:
     return content_id("p", collapse_ws(title), collapse_ws(text))
 
 
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
 def _from_dict(cls: type, data: Mapping[str, Any]) -> Any:
-    names = {f.name for f in fields(cls)}
-    unknown = set(data) - names
-    if unknown:
+    names = _field_names(cls)
+    if not names.issuperset(data):
+        unknown = set(data) - names
         raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}; allowed: {sorted(names)}")
-    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    kwargs = dict(data)
+    for key, value in data.items():
+        if isinstance(value, list):
+            kwargs[key] = tuple(value)
     return cls(**kwargs)
 
 

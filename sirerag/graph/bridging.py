@@ -71,20 +71,29 @@ class PropositionBridge:
 
     Args:
         facts: the graph's facts (propositions with their entity nodes).
-        vectors: ``(len(facts), dim)`` L2-normalised proposition vectors, row ``i`` for ``facts[i]``.
+        vectors: L2-normalised proposition vectors: ``(len(facts), dim)``, row ``i`` for ``facts[i]``, or
+            with ``rows`` any ``(n, dim)`` array (a memory map is read only where a search needs it).
         entity_passages: passages per entity node (:attr:`EntityGraph.entity_passages`); a bridged entity's
             specificity is ``1 / passages``, as a seed's.
+        rows: ``(len(facts),)`` the row of ``vectors`` of each fact (None: row ``i`` is ``facts[i]``'s).
     """
 
-    def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray) -> None:
-        if len(vectors) != len(facts):
+    def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray,
+                 rows: np.ndarray | None = None) -> None:
+        if rows is not None and (len(rows) != len(facts) or (
+                len(rows) and not (0 <= int(np.min(rows)) and int(np.max(rows)) < len(vectors)))):
+            raise ValueError(f"{len(rows)} vector rows for {len(facts)} graph facts, or a row outside the "
+                             f"{len(vectors)} vectors")
+        if rows is None and len(vectors) != len(facts):
             raise ValueError(f"{len(vectors)} proposition vectors for {len(facts)} graph facts")
-        self.facts, self.vectors = facts, np.asarray(vectors, dtype=np.float32)
+        # with ``rows`` the vectors stay memory-mapped: a search reads the rows of the facts it scores
+        self.facts, self.rows = facts, None if rows is None else np.asarray(rows, dtype=np.int64)
+        self.vectors = vectors if rows is not None else np.asarray(vectors, dtype=np.float32)
         self.specificity = 1.0 / np.maximum(np.asarray(entity_passages, dtype=np.float64), 1.0)
         n_entities = len(self.specificity)
-        rows = [e for f in facts for e in dict.fromkeys(f.entities)]
-        cols = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
-        self.entity_facts = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)),
+        named = [e for f in facts for e in dict.fromkeys(f.entities)]
+        naming = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
+        self.entity_facts = sp.csr_matrix((np.ones(len(named), np.float32), (named, naming)),
                                           shape=(n_entities, len(facts)))
 
     def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
@@ -102,7 +111,8 @@ class PropositionBridge:
             candidates = candidates[[any(e not in visited for e in self.facts[int(c)].entities) for c in candidates]]
             if candidates.size == 0:
                 break
-            scores = self.vectors[candidates] @ query
+            scores = np.asarray(self.vectors[candidates if self.rows is None else self.rows[candidates]],
+                                dtype=np.float32) @ query
             order = np.argsort(-scores, kind="stable")[:settings.top]
             reached: dict[int, Bridge] = {}
             for j in order:
@@ -159,8 +169,7 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
             if rows is not None:
                 vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True)
                 if vectors.ndim == 2 and vectors.shape[0] == component.info["rows"]:
-                    return PropositionBridge(graph.facts, np.asarray(vectors[rows], dtype=np.float32),
-                                             graph.entity_passages)
+                    return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows)
     props = list(index.propositions())
     with index.reading():  # the vectors of the loaded commit
         stored = load_proposition_vectors(index.path, len(props))

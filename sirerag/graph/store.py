@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.errors import IndexFormatError, InputError
+from sirerag.core.io.files import loads_index_json
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
 from sirerag.graph.query_aids import save_query_aids
@@ -70,8 +71,8 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     line by line on the graph's 50k-line files, which a search reads at start); a file that does not parse
     so, one object per line, is read line by line, whose error names the line."""
     try:
-        lines = [line for line in path.read_bytes().decode("utf-8").split("\n") if line.strip()]
-        rows = json.loads("[" + ",".join(lines) + "]")
+        lines = [line for line in path.read_bytes().split(b"\n") if line.strip()]
+        rows = loads_index_json(b"[" + b",".join(lines) + b"]")
         if len(rows) == len(lines) and all(isinstance(row, dict) for row in rows):
             return rows
     except (OSError, ValueError, RecursionError):

@@ -19,6 +19,7 @@ import numpy as np
 
 from sirerag.core.errors import IndexChangedError, IndexFormatError, InputError
 from sirerag.core.io import check_files, damaged, load_npy, read_manifest, save_npy, write_jsonl
+from sirerag.core.io.files import loads_index_json
 from sirerag.core.io.manifest import (Component, Manifest, check_sample, commit_id, parse_manifest, refresh_files,
                                       rewrite_manifest, sha256_matches)
 from sirerag.trees.base import TreeResult
@@ -102,7 +103,7 @@ def _records(directory: Path, name: str, manifest: Manifest | None = None) -> It
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
+            record = loads_index_json(raw)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             raise IndexFormatError(damaged(f"{path}:{lineno}", f"damaged line ({exc})", directory)) from exc
         if not isinstance(record, dict):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import numpy as np
+import orjson
 
 from sirerag.core.errors import DiskFullError, IndexFormatError, InputError
 from sirerag.core.io.unicode import has_surrogate_escape, report_surrogates, strip_surrogates
@@ -152,6 +153,20 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
             fh.write("\n")
             n += 1
     return n
+
+
+def loads_index_json(raw: bytes | str) -> Any:
+    """Parse one JSON value of an index file: with orjson (several times faster on the pool's and the graph's
+    files, which every search reads at start); what orjson refuses and the standard library reads (``NaN``,
+    a lone surrogate) goes to :func:`json.loads`, whose error the caller reports.
+
+    Raises:
+        ValueError: the text is not JSON (``json.JSONDecodeError``), or it is unreadable (too deep).
+    """
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 
 def read_jsonl_numbered(path: str | Path, *, keep_surrogates: bool = False) -> Iterator[tuple[int, Any]]:
