@@ -71,6 +71,27 @@ def test_bridged_entities_get_weight_cosine_and_the_smaller_of_specificity_and_p
     assert off.entities == {0: 0.5} and off.bridges == []
 
 
+def test_a_question_with_two_seeds_bridges_from_each_on_its_own_lightly(bridge):
+    seeds = Seeds(entities={0: 0.5, 4: 1.0})  # the film and the city
+    bridge.add_to(seeds, QUERY, BridgeSettings(hops=2, top=3, weight=0.5, seed_weight=0.3))
+    s0, s3 = float(VECTORS[0] @ QUERY), float(VECTORS[3] @ QUERY)
+    # one hop from each: the film's best proposition (f0) reaches the director (not the actor, f1), the city's
+    # only one (f3) the actor; nothing goes on to the spouse
+    assert [(b.node, b.hop, b.via) for b in seeds.bridges] == [(1, 1, 0), (2, 1, 4)]
+    assert seeds.entities[1] == pytest.approx(0.15 * s0 * 0.25)
+    assert seeds.entities[2] == pytest.approx(0.15 * s3 * 1.0)
+    assert seeds.entities[0] == 0.5 and seeds.entities[4] == 1.0 and 3 not in seeds.entities
+    # another seed is never reached: from the actor alone with the film avoided, f1 leads nowhere new
+    assert bridge.bridges(QUERY, [2], BridgeSettings(hops=1, top=3), avoid=[0]) == [
+        b for b in bridge.bridges(QUERY, [2], BridgeSettings(hops=1, top=3)) if b.node != 0]
+    one_seed = Seeds(entities={0: 0.5})  # one seed: the joint bridging, the three best propositions
+    bridge.add_to(one_seed, QUERY, BridgeSettings(hops=1, top=3, weight=0.5, seed_weight=0.3))
+    assert sorted(b.node for b in one_seed.bridges) == [1, 2]
+    off = Seeds(entities={0: 0.5, 4: 1.0})
+    bridge.add_to(off, QUERY, BridgeSettings(seed_weight=0.0))
+    assert off.entities == {0: 0.5, 4: 1.0} and off.bridges == []
+
+
 def test_fact_vectors_come_from_stored_rows_then_embedding():
     from sirerag.trees.proposition_vectors import vectors_for
 
@@ -96,6 +117,8 @@ def test_settings_are_checked():
         BridgeSettings.from_options(hops=4)
     with pytest.raises(ConfigError, match="bridge_top"):
         BridgeSettings.from_options(hops=1, top=0)
+    with pytest.raises(ConfigError, match="bridge_seed_weight"):
+        BridgeSettings.from_options(seed_weight=1.5)
     with pytest.raises(ConfigError, match="bridge_weight"):
         BridgeSettings.from_options(hops=1, weight=0.0)
     assert BridgeSettings.from_options(hops=2) == BridgeSettings(hops=2)

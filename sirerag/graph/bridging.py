@@ -18,7 +18,7 @@ those of every entity that co-occurs with the seed, and a bridge never outweighs
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -36,19 +36,23 @@ logger = logging.getLogger(__name__)
 class BridgeSettings:
     """How far and how wide bridging goes (``hops`` 0 turns it off). The defaults were measured on the three
     bench corpora (docs/ppr.md, "Bridging through propositions"): two hops, the three best propositions per
-    hop, half the weight, and only from questions that link one seed entity."""
+    hop, half the weight, from questions that link one seed entity; a question that links more bridges one hop
+    from each seed on its own, through its best proposition, at ``seed_weight`` (0.3) of that weight."""
 
     hops: int = 2
     top: int = 3
     threshold: float = 0.0
     weight: float = 0.5
     max_seeds: int = 1
+    seed_weight: float = 0.3
 
     @classmethod
     def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,
-                     weight: float | None = None, max_seeds: int | None = None) -> "BridgeSettings":
+                     weight: float | None = None, max_seeds: int | None = None,
+                     seed_weight: float | None = None) -> "BridgeSettings":
         """Settings from retriever options (None: the default), validated."""
-        given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds}
+        given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds,
+                 "seed_weight": seed_weight}
         settings = cls(**{k: v for k, v in given.items() if v is not None})
         settings.validate()
         return settings
@@ -64,6 +68,9 @@ class BridgeSettings:
               "a number > 0")
         check(isinstance(self.max_seeds, int) and not isinstance(self.max_seeds, bool) and self.max_seeds >= 0,
               "bridge_max_seeds", self.max_seeds, "an integer >= 0 (0: any number of seeds)")
+        check(isinstance(self.seed_weight, (int, float)) and not isinstance(self.seed_weight, bool)
+              and 0.0 <= self.seed_weight <= 1.0, "bridge_seed_weight", self.seed_weight,
+              "a number in [0, 1] (0: questions with more seeds than bridge_max_seeds do not bridge)")
 
 
 class PropositionBridge:
@@ -96,11 +103,13 @@ class PropositionBridge:
         self.entity_facts = sp.csr_matrix((np.ones(len(named), np.float32), (named, naming)),
                                           shape=(n_entities, len(facts)))
 
-    def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
-        """The entities reached from ``seeds`` (entity nodes), strongest activation per entity."""
+    def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
+                avoid: Sequence[int] = ()) -> list[Bridge]:
+        """The entities reached from ``seeds`` (entity nodes), strongest activation per entity; the nodes in
+        ``avoid`` are neither reached nor passed through."""
         query = np.asarray(query_vector, dtype=np.float32)
         frontier = {int(n): 1.0 for n in seeds}
-        visited = set(frontier)
+        visited = set(frontier) | {int(n) for n in avoid}
         found: list[Bridge] = []
         for hop in range(1, settings.hops + 1):
             if not frontier:
@@ -136,15 +145,32 @@ class PropositionBridge:
         """Bridge from ``seeds``' entities and add the bridged entities to them (in place)."""
         if settings.hops <= 0 or not seeds.entities:
             return
+        weight = settings.weight
         if settings.max_seeds and len(seeds.entities) > settings.max_seeds:
-            return  # a question naming several entities asks about them, not about what they lead to
-        found = self.bridges(query_vector, list(seeds.entities), settings)
+            # a question naming several entities asks mostly about them (a comparison), and sometimes about
+            # what each leads to ("the director of A or of B"): each seed bridges on its own, lightly
+            if settings.seed_weight <= 0:
+                return
+            found, weight = self.each_seed(query_vector, list(seeds.entities), settings), weight * settings.seed_weight
+        else:
+            found = self.bridges(query_vector, list(seeds.entities), settings)
         # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
         for bridge in found:
             parent = seeds.entities.get(bridge.via, 0.0)
-            gain = settings.weight * bridge.score * min(float(self.specificity[bridge.node]), parent)
+            gain = weight * bridge.score * min(float(self.specificity[bridge.node]), parent)
             seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain
         seeds.bridges = found
+
+    def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
+        """Bridges from each seed on its own (one hop, the best proposition, never to another seed),
+        strongest activation per entity."""
+        one = replace(settings, top=1, hops=1)
+        best: dict[int, Bridge] = {}
+        for seed in seeds:
+            for bridge in self.bridges(query_vector, [seed], one, avoid=[n for n in seeds if n != seed]):
+                if bridge.node not in best or bridge.score > best[bridge.node].score:
+                    best[bridge.node] = bridge
+        return list(best.values())
 
 
 
