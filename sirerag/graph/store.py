@@ -16,7 +16,6 @@ The arrays are memory-mapped at load: a search touches only the pages it needs.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path

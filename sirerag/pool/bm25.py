@@ -30,8 +30,9 @@ METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _STORED_METHODS = ("lucene", "robertson", "atire")
 _NONOCCURRENCE_FILE = "nonoccurrence_array.index.npy"
-_BM25S_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "vocab.index.json",
-                "params.index.json")
+_CSC_FILES = {part: f"{part}.csc.index.npy" for part in ("data", "indices", "indptr")}  # bm25s' file names
+_VOCAB_FILE, _PARAMS_FILE = "vocab.index.json", "params.index.json"
+_BM25S_FILES = (*_CSC_FILES.values(), _VOCAB_FILE, _PARAMS_FILE)
 
 
 def english_stopwords() -> frozenset[str]:
@@ -120,7 +121,7 @@ def load_lexical_index(directory: str | Path) -> LexicalIndex:
     if not isinstance(tok, dict) or tok.get("version") != TOKENIZER_VERSION or tok.get("pattern") != _TOKEN.pattern:
         raise IndexFormatError(f"{directory / TOKENIZER_FILE}: tokeniser version {tok.get('version')!r} "
                                f"is not {TOKENIZER_VERSION}; rebuild the index")
-    params = read_json(directory / "params.index.json")
+    params = read_json(directory / _PARAMS_FILE)
     if isinstance(params, dict) and params.get("method") in _STORED_METHODS \
             and not (directory / _NONOCCURRENCE_FILE).exists():
         engine: Any = StoredScores(directory, params)
@@ -144,11 +145,8 @@ class StoredScores:
     """
 
     def __init__(self, directory: Path, params: dict[str, Any]) -> None:
-        def array(name: str) -> np.ndarray:
-            return load_npy(directory / f"{name}.csc.index.npy")
-
-        self.data, self.indices, self.indptr = array("data"), array("indices"), array("indptr")
-        self.vocab_dict: dict[str, int] = read_json(directory / "vocab.index.json")
+        self.data, self.indices, self.indptr = (load_npy(directory / name) for name in _CSC_FILES.values())
+        self.vocab_dict: dict[str, int] = read_json(directory / _VOCAB_FILE)
         self.k1, self.b, self.method = params["k1"], params["b"], params["method"]
         self.num_docs, self.dtype = int(params["num_docs"]), np.dtype(params.get("dtype", "float32"))
         if self.indptr.ndim != 1 or not len(self.indptr) or len(self.data) != len(self.indices) \

@@ -9,7 +9,6 @@ component subfolders (``graph/``, ``colbert/``) listed in the manifest.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
