@@ -153,13 +153,15 @@ def test_retrievers_are_context_managers_that_close_what_they_wrap(index):
     base = _Recorder(["s1", "l1"])
     with PoolRanker(base, _full_pool()) as ranked:
         assert [h.entry_id for h in ranked.search("q", k=2)] == ["l1", "s1"]  # the pool rule: the leaf first
-        assert describe(ranked) == {"retriever": "fixed", "pool_rule": "passages", "leaf_share": 0.9}
+        assert describe(ranked) == {"retriever": "fixed", "pool_rule": "passages", "leaf_share": 0.9,
+                                    "lift_ratio": 0.0}
     assert base.closed == 1
     parts = [_Recorder(["l1"]), _Recorder(["s1"])]
     with FusionRetriever(parts) as fused:
         assert fused.search("q", k=2)
     assert [p.closed for p in parts] == [1, 1]
-    assert describe(parts[0]) == {"retriever": "fixed", "pool_rule": "native", "leaf_share": None}
+    assert describe(parts[0]) == {"retriever": "fixed", "pool_rule": "native", "leaf_share": None,
+                                  "lift_ratio": None}
 
 
 def test_closing_an_index_closes_its_retrievers(index, monkeypatch):

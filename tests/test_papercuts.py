@@ -67,8 +67,8 @@ def test_json_query_lines_give_their_question(tree_index, tmp_path, capsys):
 def test_search_json_is_one_line_per_query_with_the_retriever_and_pool_rule(tree_index, tmp_path, capsys):
     assert main(["search", str(tree_index), QUESTION, "-k", "4", "--json"]) == 0
     [one] = _json_lines(capsys)
-    assert {k: one[k] for k in ("retriever", "pool_rule", "leaf_share", "k", "line")} == \
-        {"retriever": "dense", "pool_rule": "passages", "leaf_share": 0.9, "k": 4, "line": None}
+    assert {k: one[k] for k in ("retriever", "pool_rule", "leaf_share", "lift_ratio", "k", "line")} == \
+        {"retriever": "dense", "pool_rule": "passages", "leaf_share": 0.9, "lift_ratio": 0.0, "k": 4, "line": None}
     assert [h["rank"] for h in one["hits"]] == [1, 2, 3, 4]
     assert {"id", "score", "title", "section", "kind", "passages", "text"} <= set(one["hits"][0])
     queries = tmp_path / "q.txt"
@@ -89,6 +89,9 @@ def test_the_search_table_shows_titles_passage_ids_and_the_pool_rule(tree_index,
            "so it can rank below passages that score lower; --pool-rule native shows dense's own order)" in out
     assert main(["search", str(tree_index), QUESTION, "--pool-rule", "native"]) == 0
     assert "(pool rule 'native': dense's own order)" in capsys.readouterr().out
+    assert main(["search", str(tree_index), QUESTION, "--leaf-share", "0.8", "--lift-ratio", "5"]) == 0
+    assert "so it can rank below passages that score lower; one held back that scores 5x the next passage places " \
+           "its best unranked passage there; --pool-rule native" in capsys.readouterr().out
 
 
 def test_compare_shows_ndcg_and_mrr(tmp_path, capsys):
@@ -114,6 +117,10 @@ def test_the_eval_json_records_the_pool_rule_and_leaf_share(tree_index, tmp_path
     result = json.loads(out.read_text())
     assert (result["retriever"], result["pool_rule"], result["leaf_share"]) == ("dense", "passages", 0.7)
     assert "pool rule passages (leaf share 0.7)" in capsys.readouterr().out
+    assert main(["eval", str(tree_index), "--questions", str(questions), "--lift-ratio", "3", "--json", str(out),
+                 "--quiet"]) == 0
+    assert json.loads(out.read_text())["lift_ratio"] == 3.0
+    assert "pool rule passages (leaf share 0.9, lift ratio 3)" in capsys.readouterr().out
     assert main(["eval", str(tree_index), "--questions", str(questions), "--pool-rule", "native", "--json", str(out),
                  "--quiet"]) == 0
     result = json.loads(out.read_text())

@@ -45,6 +45,30 @@ def test_arrange_drops_covered_anchors_and_reserves_leaves():
 def test_pool_rule_validates():
     with pytest.raises(ConfigError, match="leaf_share"):
         PoolRanker(None, POOL, PoolRule(leaf_share=1.5))
+    with pytest.raises(ConfigError, match="lift_ratio.*0 \\(off\\) or a number >= 1"):
+        PoolRanker(None, POOL, PoolRule(lift_ratio=0.5))
+
+
+def test_a_dominant_aggregate_lifts_the_passage_it_brings():
+    """The share holds an aggregate of p0 and p4 back behind leaves that score a fraction of it; with a lift
+    ratio, its unranked passage's own leaf is placed before such a leaf (the best-scoring leaf of that passage,
+    when a document has several); a ratio it does not reach changes nothing."""
+    chunk = Node(id="l4b", text="passage 4, second chunk", kind="leaf", tree="similarity", level=0, passages=("p4",))
+    pool = make_pool([leaf(0), leaf(1), leaf(2), leaf(3), leaf(4), chunk, aggregate("a04", 0, 4),
+                      aggregate("a9", 9)])
+    native = [Hit("l0", 1.0), Hit("a04", 0.5), Hit("l1", 0.08), Hit("l2", 0.07), Hit("l3", 0.06),
+              Hit("l4b", 0.02), Hit("l4", 0.01)]
+    held = arrange(native, pool, PoolRule(leaf_share=0.8))
+    assert ids(held) == ["l0", "l1", "l2", "l3", "a04"]  # the aggregate brings p4 at rank 5
+    lifted = arrange(native, pool, PoolRule(leaf_share=0.8, lift_ratio=5.0))
+    assert ids(lifted) == ["l0", "l4b", "l1", "l2", "l3"]  # p4 at rank 2; a04 is then covered and dropped
+    assert lifted[1].score == 0.02  # the leaf keeps its own score
+    assert ids(arrange(native, pool, PoolRule(leaf_share=0.8, lift_ratio=10.0))) == ids(held)  # 0.5 < 10 x 0.06
+    unscored = [h for h in native if not h.entry_id.startswith("l4")]
+    assert [(h.entry_id, h.score) for h in arrange(unscored, pool, PoolRule(leaf_share=0.8, lift_ratio=5.0))[:2]] \
+        == [("l0", 1.0), ("l4", 0.5)]  # a leaf outside the ranking: the first of its passage, the aggregate's score
+    assert ids(arrange([Hit("a04", 2.0), Hit("l1", 0.1)], pool, PoolRule(leaf_share=0.8, lift_ratio=5.0))) == \
+        ["l1", "a04"]  # never anchored (no passage of it ranked): no lift, it waits to the end
 
 
 @pytest.mark.parametrize("linking", ["ner", "fact"])
@@ -105,4 +129,7 @@ def test_default_leaf_share_is_measured_per_retriever(monkeypatch):
     assert retrievers.load_retriever("ppr", Index()).rule.leaf_share == 0.8
     assert retrievers.load_retriever("dense", Index()).rule.leaf_share == 0.9
     assert retrievers.load_retriever("ppr", Index(), leaf_share=0.6).rule.leaf_share == 0.6
+    assert retrievers.load_retriever("ppr", Index()).rule.lift_ratio == 5.0
+    assert retrievers.load_retriever("dense", Index()).rule.lift_ratio == 0.0
+    assert retrievers.load_retriever("ppr", Index(), lift_ratio=0.0).rule.lift_ratio == 0.0
     assert not isinstance(retrievers.load_retriever("ppr", Index(), pool_rule="native"), PoolRanker)

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     evaluation = evaluate_retrieval(index.pool, retriever, questions, depth=args.depth,
                                     show_progress=progress_enabled(args))
     result.update(evaluation.to_dict())
-    result.update(describe(retriever))  # the retriever and the pool rule (and its leaf share) that ranked
+    result.update(describe(retriever))  # the retriever and the pool rule (its leaf share and lift ratio) that ranked
     result["pool_entries"] = len(index.pool)
     result.update(gold_missing)
     print_table(result)
@@ -127,7 +127,9 @@ def check_numbers(args: argparse.Namespace) -> None:
 
 def print_table(result: dict[str, Any]) -> None:
     rule = f", pool rule {result['pool_rule']}" if result.get("pool_rule") else ""
-    rule += f" (leaf share {result['leaf_share']:g})" if result.get("leaf_share") is not None else ""
+    if result.get("leaf_share") is not None:
+        lift = result.get("lift_ratio") or 0.0
+        rule += f" (leaf share {result['leaf_share']:g}" + (f", lift ratio {lift:g})" if lift else ")")
     print(f"retriever {result['retriever']} on {result['n_questions']} questions "
           f"(pool of {result.get('pool_entries', '?')} entries{rule})")
     for key, value in result.items():

@@ -5,7 +5,7 @@ A thin layer over :meth:`sirerag.Index.search_many`. ``--queries FILE`` (or ``-`
 process and one batch, so a script pays the start-up once; a line that is a JSON object (a
 ``questions.jsonl`` row) gives its ``question``, ``query`` or ``text`` field. With ``--json`` it
 prints one JSON object per query, whether one or many: ``{"line", "id", "query", "retriever",
-"pool_rule", "leaf_share", "k", "hits": [...]}``.
+"pool_rule", "leaf_share", "lift_ratio", "k", "hits": [...]}``.
 """
 from __future__ import annotations
 
@@ -34,12 +34,16 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
                         "default) or native (the retriever's own ranking)")
     p.add_argument("--leaf-share", type=float,
                    help="with the passages rule: least share of leaves at every prefix of the ranking (default 0.8 for ppr, 0.9 otherwise)")
+    p.add_argument("--lift-ratio", type=float,
+                   help="with the passages rule: a summary or aggregate held back by the leaf share that scores this "
+                        "many times the next leaf places its best unranked passage first (default 5 for ppr, "
+                        "0 = off otherwise)")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter),
              ("passage_weight", args.passage_weight), ("fusion", args.fusion), ("pool_rule", args.pool_rule),
-             ("leaf_share", args.leaf_share))
+             ("leaf_share", args.leaf_share), ("lift_ratio", args.lift_ratio))
     return {k: v for k, v in pairs if v is not None}
 
 
@@ -171,8 +175,11 @@ def _print_table(rows: list[dict[str, Any]], *, header: str | None) -> None:
 
 def _print_rule_note(ranking: dict[str, Any]) -> None:
     if ranking["pool_rule"] == "passages":
+        lift = ranking.get("lift_ratio") or 0.0
+        lifted = (f"; one held back that scores {lift:g}x the next passage places its best unranked passage "
+                  "there") if lift else ""
         print(f"(pool rule 'passages', leaf share {ranking['leaf_share']:g}: a summary or aggregate is placed after "
-              "a passage it covers, so it can rank below passages that score lower; --pool-rule native shows "
-              f"{ranking['retriever']}'s own order)")
+              f"a passage it covers, so it can rank below passages that score lower{lifted}; --pool-rule native "
+              f"shows {ranking['retriever']}'s own order)")
     else:
         print(f"(pool rule 'native': {ranking['retriever']}'s own order)")

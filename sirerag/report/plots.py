@@ -110,7 +110,7 @@ def comparison_table(results: Sequence[dict[str, Any]], labels: Sequence[str] | 
     ranks = sorted((k for r in results for k in r if _RANK.match(k)), key=lambda k: (k.split("@")[0] != "ndcg",
                                                                                    int(k.split("@")[1])))
     keys += list(dict.fromkeys(ranks))
-    keys += ["retriever", "pool_rule", "leaf_share", "n_questions", "pool_entries"]
+    keys += ["retriever", "pool_rule", "leaf_share", "lift_ratio", "n_questions", "pool_entries"]
     width = max([len(n) for n in names] + [8]) + 2
     lines = [f"{'':<22}" + "".join(f"{n:>{width}}" for n in names)]
     for key in keys:

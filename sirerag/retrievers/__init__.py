@@ -20,10 +20,13 @@ if TYPE_CHECKING:
 __all__ = ["Hit", "Retriever", "RETRIEVERS", "default_retriever", "load_base", "load_retriever", "options_of"]
 
 #: options of the pool rule (any retriever)
-POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "anchor", "drop_covered", "pool_depth"})
+POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "lift_ratio", "anchor", "drop_covered", "pool_depth"})
 #: ``leaf_share`` of the pool rule by retriever when none is given (else :class:`PoolRule`'s 0.9);
 #: chosen on the three bench corpora, figures in docs/ppr.md ("Ranking").
 DEFAULT_LEAF_SHARE = {"ppr": 0.8}
+#: ``lift_ratio`` of the pool rule by retriever when none is given (else 0: off); chosen on the three
+#: bench corpora, figures in docs/ppr.md ("Lifting the passage an aggregate brings").
+DEFAULT_LIFT_RATIO = {"ppr": 5.0}
 #: The retriever used when none is asked for, best first; one whose needs the index does not meet is
 #: skipped. A retriever enters this list only once it has measured best on all three bench corpora
 #: (figures in docs/ppr.md).
@@ -88,7 +91,7 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
     Pool options (any retriever): ``pool_rule`` (``passages`` = the rule of
     :mod:`~sirerag.retrievers.pool_rank`, the default for every retriever and fusion; ``native`` =
     the retriever's own ranking), ``leaf_share`` (default :data:`DEFAULT_LEAF_SHARE`, else 0.9),
-    ``anchor``, ``drop_covered``, ``pool_depth``.
+    ``lift_ratio`` (default :data:`DEFAULT_LIFT_RATIO`, else 0: off), ``anchor``, ``drop_covered``, ``pool_depth``.
 
     Raises:
         ConfigError: unknown retriever or option.
@@ -115,4 +118,5 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
         return retriever
     depth = pool_options.pop("pool_depth", 200)
     pool_options.setdefault("leaf_share", DEFAULT_LEAF_SHARE.get(name, PoolRule.leaf_share))
+    pool_options.setdefault("lift_ratio", DEFAULT_LIFT_RATIO.get(name, PoolRule.lift_ratio))
     return PoolRanker(retriever, index.pool, PoolRule(**pool_options), depth=depth)

@@ -11,7 +11,14 @@ rule here rearranges any retriever's ranking, using only the pool's structure:
   (it is placed right after the first leaf of a passage it covers), so it extends
   what the passages found instead of replacing them;
 * **leaf share**: at any prefix of the ranking, at least ``leaf_share`` of the entries
-  are leaves; other entries beyond that wait for the next leaf.
+  are leaves; other entries beyond that wait for the next leaf;
+* **lift** (``lift_ratio``, off at 0): a summary or aggregate that is anchored but waits
+  for the share, and scores at least ``lift_ratio`` times the leaf about to be placed,
+  places the leaf of its best passage not yet ranked first. The share keeps long entries
+  from taking the reading budget, but it also let leaves that score a fraction of such an
+  entry push the passage it brings (a graph retriever's second hop, reached through an
+  aggregate that shares an entity with the first passage) down the ranking. The passage's
+  own leaf is short and counts as a leaf, so the share still holds.
 
 Entries that are still waiting when the retriever's list ends follow in their order.
 A pool of leaves is returned unchanged.
@@ -33,19 +40,24 @@ class PoolRule:
     drop_covered: bool = True
     anchor: bool = True
     leaf_share: float = 0.9
+    lift_ratio: float = 0.0
 
     def validate(self) -> None:
         check(isinstance(self.drop_covered, bool), "drop_covered", self.drop_covered, "true or false")
         check(isinstance(self.anchor, bool), "anchor", self.anchor, "true or false")
         check(0.0 <= float(self.leaf_share) <= 1.0, "leaf_share", self.leaf_share, "a number in [0, 1]")
+        check(float(self.lift_ratio) == 0.0 or float(self.lift_ratio) >= 1.0, "lift_ratio", self.lift_ratio,
+              "0 (off) or a number >= 1")
 
 
 def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
-    """Rearrange a ranking of pool entries by ``rule``; leaves keep their relative order."""
+    """Rearrange a ranking of pool entries by ``rule``; leaves keep their relative order, except those a
+    lift places early."""
     out: list[Hit] = []
     covered: set[str] = set()
     waiting: list[Hit] = []
     n_leaves = 0
+    scores = {hit.entry_id: hit.score for hit in hits} if rule.lift_ratio else {}
 
     def room() -> bool:  # may one more non-leaf entry be placed now?
         return n_leaves >= rule.leaf_share * (len(out) + 1) - 1e-9
@@ -62,6 +74,12 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
         covered.update(passages)
         return True
 
+    def add_leaf(hit: Hit, passages: Sequence[str]) -> None:
+        nonlocal n_leaves
+        out.append(hit)
+        n_leaves += 1
+        covered.update(passages)
+
     for hit in hits:
         entry = pool.get(hit.entry_id)
         if entry.kind != "leaf":
@@ -70,15 +88,38 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
             continue
         if rule.drop_covered and entry.passages and covered.issuperset(entry.passages):
             continue
-        out.append(hit)
-        n_leaves += 1
-        covered.update(entry.passages)
+        if waiting and rule.lift_ratio:
+            for lifted in _lifts(waiting, hit.score * rule.lift_ratio, pool, covered, scores):
+                add_leaf(lifted, pool.get(lifted.entry_id).passages)
+            waiting = [h for h in waiting if not place(h)]
+            if rule.drop_covered and entry.passages and covered.issuperset(entry.passages):
+                continue
+        add_leaf(hit, entry.passages)
         waiting = [h for h in waiting if not place(h)]
     for hit in waiting:  # the retriever's list is exhausted: the rest in order
         passages = pool.get(hit.entry_id).passages
         if not (rule.drop_covered and passages and covered.issuperset(passages)):
             out.append(hit)
             covered.update(passages)
+    return out
+
+
+def _lifts(waiting: Sequence[Hit], bar: float, pool: Pool, covered: set[str],
+           scores: dict[str, float]) -> list[Hit]:
+    """For each waiting entry that is anchored and scores at least ``bar``, in order: the best-scoring leaf of
+    a passage of it not yet covered (its score from the ranking, else the waiting entry's)."""
+    out: list[Hit] = []
+    taken: set[str] = set(covered)
+    for hit in waiting:
+        passages = pool.get(hit.entry_id).passages
+        if hit.score < bar or taken.isdisjoint(passages):
+            continue
+        leaves = [leaf for p in passages if p not in taken for leaf in pool.leaves_of(p)]
+        if not leaves:
+            continue
+        best = max(leaves, key=lambda leaf: scores.get(leaf.id, -float("inf")))
+        out.append(Hit(best.id, scores.get(best.id, hit.score)))
+        taken.update(best.passages)
     return out
 
 
@@ -122,9 +163,12 @@ def has_non_leaves(pool: Pool) -> bool:
 
 
 def describe(retriever: Any) -> dict[str, Any]:
-    """What ranked the results, for reports: ``{"retriever", "pool_rule", "leaf_share"}``; ``pool_rule`` is
-    ``passages`` when the rule of this module rearranged the ranking (with its ``leaf_share``), else
-    ``native`` (asked for, or a pool of leaves only, where the rule changes nothing) and ``leaf_share`` None."""
+    """What ranked the results, for reports: ``{"retriever", "pool_rule", "leaf_share", "lift_ratio"}``;
+    ``pool_rule`` is ``passages`` when the rule of this module rearranged the ranking (with its ``leaf_share``
+    and ``lift_ratio``), else ``native`` (asked for, or a pool of leaves only, where the rule changes nothing)
+    and both None."""
     if isinstance(retriever, PoolRanker):
-        return {"retriever": retriever.name, "pool_rule": "passages", "leaf_share": float(retriever.rule.leaf_share)}
-    return {"retriever": getattr(retriever, "name", "?"), "pool_rule": "native", "leaf_share": None}
+        return {"retriever": retriever.name, "pool_rule": "passages", "leaf_share": float(retriever.rule.leaf_share),
+                "lift_ratio": float(retriever.rule.lift_ratio)}
+    return {"retriever": getattr(retriever, "name", "?"), "pool_rule": "native", "leaf_share": None,
+            "lift_ratio": None}
