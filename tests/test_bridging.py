@@ -112,6 +112,39 @@ def test_fact_vectors_come_from_stored_rows_then_embedding():
     assert np.allclose(stored.vectors, VECTORS) and len(asked) == 2
 
 
+def test_a_title_node_bridges_through_the_propositions_of_the_passage_it_titles():
+    """Node 5 is the title of p0, whose propositions name "the film" (0), not the title: with the title edge
+    the title node reaches the director through f0, as the film does; without it, or with titles off, nothing."""
+    specific = np.array([2, 4, 1, 2, 1, 1])
+    titled = PropositionBridge(FACTS, VECTORS, entity_passages=specific, titles=[(5, "p0"), (1, "p1")])
+    found = titled.bridges(QUERY, [5], BridgeSettings(hops=2, top=1))
+    assert [(b.node, b.hop, b.via) for b in found] == [(0, 1, 5), (1, 1, 5), (3, 2, 1)]
+    assert [b.text for b in found] == [FACTS[0].text, FACTS[0].text, FACTS[2].text]
+    assert titled.title_nodes == {0: (5,), 1: (5,)}  # f2 names its title (1) already: not repeated
+    assert titled.bridges(QUERY, [5], BridgeSettings(hops=2, top=1, titles=False)) == []
+    assert PropositionBridge(FACTS, VECTORS, entity_passages=specific).bridges(QUERY, [5], BridgeSettings()) == []
+    seeds = Seeds(entities={5: 1.0})
+    titled.add_to(seeds, QUERY, BridgeSettings(hops=1, top=1, weight=0.5))
+    assert seeds.entities[1] == pytest.approx(0.5 * float(VECTORS[0] @ QUERY) * 0.25)  # specificity 1/4
+
+
+def test_title_edges_are_read_from_the_adjacency_by_their_weight():
+    """A mention edge weighs 1, a title edge title_weight, both their sum: the title edges are those of at least
+    title_weight, and none can be told apart when title_weight is at most 1."""
+    from sirerag.graph.build import build_graph
+    from sirerag.core.types import Proposition
+
+    props = [Proposition(id="a", text="Alpha met Beta.", entities=("Alpha", "Beta"), chunk_id="c0", doc_id="p0",
+                         index=0),
+             Proposition(id="b", text="Beta saw Gamma.", entities=("Beta", "Gamma"), chunk_id="c1", doc_id="p1",
+                         index=0)]
+    graph = build_graph(["p0", "p1"], props, titles=["Alpha", "Delta (film)"], title_weight=2.0)
+    names = {graph.entities[e]: passage for e, passage in graph.titled(2.0)}
+    assert names == {"Alpha": "p0", "Delta (film)": "p1"}  # mentioned and titled; titled only; not Beta/Gamma
+    assert graph.titled(1.0) == [] and build_graph(["p0"], props[:1], titles=["Alpha"], title_weight=1.0) \
+        .titled(1.0) == []
+
+
 def test_settings_are_checked():
     with pytest.raises(ConfigError, match="bridge_hops"):
         BridgeSettings.from_options(hops=4)
@@ -121,6 +154,8 @@ def test_settings_are_checked():
         BridgeSettings.from_options(seed_weight=1.5)
     with pytest.raises(ConfigError, match="bridge_weight"):
         BridgeSettings.from_options(hops=1, weight=0.0)
+    with pytest.raises(ConfigError, match="bridge_titles.*true or false"):
+        BridgeSettings.from_options(titles=1)
     assert BridgeSettings.from_options(hops=2) == BridgeSettings(hops=2)
     with pytest.raises(ValueError, match="3 proposition vectors for 4 graph facts"):
         PropositionBridge(FACTS, VECTORS[:3], entity_passages=np.ones(5))

@@ -86,6 +86,20 @@ def test_words_that_open_a_question_are_not_linked_there():
         ["Marta", "What Is Love", "Is It Over"]  # inside the question they are titles
 
 
+def test_a_tagged_entity_inside_a_surface_match_is_not_linked_again():
+    """The tagger's "Film" lies in the matched title "The Knife (1961 Film)", even though the question says
+    "film" earlier, outside it: only an occurrence that overlaps no match links on its own."""
+    from sirerag.graph.surface import SurfaceIndex
+    from sirerag.retrievers.ppr import _covered
+
+    query = "Why did the director of film The Knife (1961 Film) die?"
+    matches = SurfaceIndex(["The Knife (1961 film)"]).match(query)
+    assert [m.text for m in matches] == ["The Knife (1961 Film)"]
+    assert _covered(query, "Film", matches) and _covered(query, "The Knife", matches)
+    assert not _covered(query, "director", matches) and not _covered(query, "Marta", matches)
+    assert not _covered("A film, then The Knife?", "film", SurfaceIndex(["The Knife"]).match("A film, then The Knife?"))
+
+
 def test_surface_matches_are_those_of_an_aho_corasick_automaton_over_the_forms():
     """The table lookup over word-boundary spans finds what the automaton it replaced found."""
     ahocorasick = pytest.importorskip("ahocorasick")

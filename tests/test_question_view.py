@@ -117,6 +117,16 @@ def test_bridging_is_on_by_default_where_the_index_stores_proposition_vectors(in
     assert view.bridges[0].via == TITLES[3] and view.bridges[0].hop == 1
     with load_retriever("ppr", index, bridge_hops=0) as retriever:
         assert retriever.base.bridge is None
+    # the graph's title edges (title_weight from graph.json): a title node bridges through its passage's facts
+    with load_retriever("ppr", index) as retriever:
+        ppr = retriever.base
+        titled = ppr.graph.titled(2.0)
+        assert {titles[p] for _, p in titled} == set(titles.values()) - {""}  # every titled passage
+        assert ppr.bridge.title_facts is not None and ppr.bridge.title_nodes
+        fact, nodes = next(iter(ppr.bridge.title_nodes.items()))
+        assert all((node, ppr.bridge.facts[fact].passage) in titled for node in nodes)
+    with load_retriever("ppr", index, bridge_titles=False) as retriever:
+        assert retriever.base.bridge.title_facts is None
     out = tmp_path / "r.html"
     write_report(index_dir, out, questions=[QUESTION], show_progress=False)
     assert 'class="bridges"' in out.read_text(encoding="utf-8")

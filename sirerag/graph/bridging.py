@@ -10,6 +10,11 @@ leads to the second ("director of"). The relation words are in the propositions 
    activation ``parent activation x cosine`` (seeds start at 1);
 4. the bridged entities are the next frontier, for ``hops`` hops.
 
+A passage's title names what its propositions are about even where they do not name it: the passage
+titled "The Knife (1961 film)" says "The Knife is a 1961 Dutch film directed by Fons Rademakers", whose
+entity is "The Knife". So a title node also bridges through the propositions of the passages it titles
+(``titles``, on by default).
+
 The retriever adds each bridged entity to PageRank's reset vector with weight
 ``weight x cosine x min(specificity, weight of the entity it came from)`` (specificity = 1 / passages of
 the entity, as for seeds): the passages of the entity the question's relation points to get mass, not
@@ -45,14 +50,15 @@ class BridgeSettings:
     weight: float = 0.5
     max_seeds: int = 1
     seed_weight: float = 0.3
+    titles: bool = True
 
     @classmethod
     def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,
                      weight: float | None = None, max_seeds: int | None = None,
-                     seed_weight: float | None = None) -> "BridgeSettings":
+                     seed_weight: float | None = None, titles: bool | None = None) -> "BridgeSettings":
         """Settings from retriever options (None: the default), validated."""
         given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds,
-                 "seed_weight": seed_weight}
+                 "seed_weight": seed_weight, "titles": titles}
         settings = cls(**{k: v for k, v in given.items() if v is not None})
         settings.validate()
         return settings
@@ -71,6 +77,7 @@ class BridgeSettings:
         check(isinstance(self.seed_weight, (int, float)) and not isinstance(self.seed_weight, bool)
               and 0.0 <= self.seed_weight <= 1.0, "bridge_seed_weight", self.seed_weight,
               "a number in [0, 1] (0: questions with more seeds than bridge_max_seeds do not bridge)")
+        check(isinstance(self.titles, bool), "bridge_titles", self.titles, "true or false")
 
 
 class PropositionBridge:
@@ -83,10 +90,12 @@ class PropositionBridge:
         entity_passages: passages per entity node (:attr:`EntityGraph.entity_passages`); a bridged entity's
             specificity is ``1 / passages``, as a seed's.
         rows: ``(len(facts),)`` the row of ``vectors`` of each fact (None: row ``i`` is ``facts[i]``'s).
+        titles: ``(entity node, passage id)`` title edges (:meth:`EntityGraph.titled`): a title node also
+            bridges through the facts of the passages it titles.
     """
 
     def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray,
-                 rows: np.ndarray | None = None) -> None:
+                 rows: np.ndarray | None = None, titles: Sequence[tuple[int, str]] = ()) -> None:
         if rows is not None and (len(rows) != len(facts) or (
                 len(rows) and not (0 <= int(np.min(rows)) and int(np.max(rows)) < len(vectors)))):
             raise ValueError(f"{len(rows)} vector rows for {len(facts)} graph facts, or a row outside the "
@@ -102,6 +111,18 @@ class PropositionBridge:
         naming = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
         self.entity_facts = sp.csr_matrix((np.ones(len(named), np.float32), (named, naming)),
                                           shape=(n_entities, len(facts)))
+        # each fact's title nodes (the titles of its passage): a fact reached from one counts as naming it
+        of_passage: dict[str, list[int]] = {}
+        for i, fact in enumerate(facts if len(titles) else ()):
+            of_passage.setdefault(fact.passage, []).append(i)
+        pairs = {(int(e), i) for e, passage in titles for i in of_passage.get(passage, ())}
+        ordered = sorted(pairs - set(zip(named, naming)))  # not the facts that name their title already
+        self.title_nodes: dict[int, tuple[int, ...]] = {}
+        for e, i in ordered:
+            self.title_nodes[i] = self.title_nodes.get(i, ()) + (e,)
+        self.title_facts = sp.csr_matrix((np.ones(len(ordered), np.float32), ([e for e, _ in ordered],
+                                                                              [i for _, i in ordered])),
+                                         shape=self.entity_facts.shape) if ordered else None
 
     def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
                 avoid: Sequence[int] = ()) -> list[Bridge]:
@@ -115,7 +136,10 @@ class PropositionBridge:
             if not frontier:
                 break
             nodes = np.fromiter(frontier, dtype=np.int64)
-            candidates = np.unique(self.entity_facts[nodes].indices)
+            candidates = self.entity_facts[nodes].indices
+            if self.title_facts is not None and settings.titles:
+                candidates = np.concatenate([candidates, self.title_facts[nodes].indices])
+            candidates = np.unique(candidates)
             # only propositions that lead somewhere new compete for the ``top`` places
             candidates = candidates[[any(e not in visited for e in self.facts[int(c)].entities) for c in candidates]]
             if candidates.size == 0:
@@ -129,7 +153,8 @@ class PropositionBridge:
                 if score < settings.threshold:
                     break
                 fact = self.facts[int(candidates[j])]
-                via = max((e for e in fact.entities if e in frontier), key=lambda e: (frontier[e], -e))
+                naming = [e for e in fact.entities + self.title_nodes.get(int(candidates[j]), ()) if e in frontier]
+                via = max(naming, key=lambda e: (frontier[e], -e))
                 activation = frontier[via] * score
                 for node in fact.entities:
                     if node in visited:
@@ -174,9 +199,11 @@ class PropositionBridge:
 
 
 
-def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None) -> PropositionBridge:
+def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None, *,
+                title_weight: float = 0.0) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
-    where it has them; facts without a stored vector are embedded now (with a warning).
+    where it has them; facts without a stored vector are embedded now (with a warning). ``title_weight``: the
+    graph's (its ``settings``), from which its title edges are read (:meth:`EntityGraph.titled`).
 
     ``aids`` is the graph's ``query_aids`` record: with its fact rows (:func:`~sirerag.graph.query_aids.load_fact_rows`)
     the vectors are taken from the memory-mapped ``propositions.npy`` without reading the propositions."""
@@ -185,8 +212,9 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
     from sirerag.pool.store import PROPOSITIONS
     from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, load_proposition_vectors, vectors_for
 
+    titles = graph.titled(title_weight) if title_weight > 1.0 else []
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
-        return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages)
+        return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, titles=titles)
     component, record = index.manifest.component("proposition_vectors"), index.manifest.files.get(PROPOSITIONS)
     if aids and component is not None and record is not None and isinstance(component.info.get("rows"), int):
         with index.reading():  # the rows of the loaded commit
@@ -195,7 +223,7 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
             if rows is not None:
                 vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True)
                 if vectors.ndim == 2 and vectors.shape[0] == component.info["rows"]:
-                    return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows)
+                    return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows, titles=titles)
     props = list(index.propositions())
     with index.reading():  # the vectors of the loaded commit
         stored = load_proposition_vectors(index.path, len(props))
@@ -204,4 +232,5 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
         logger.warning("%s: no stored proposition vectors; embedding %d facts for bridging (rebuild the index to "
                        "store them)", index.path, len(graph.facts))
     # a fact is a proposition with entities: its id is the proposition's
-    return PropositionBridge(graph.facts, vectors_for(graph.facts, known, embedder), graph.entity_passages)
+    return PropositionBridge(graph.facts, vectors_for(graph.facts, known, embedder), graph.entity_passages,
+                             titles=titles)

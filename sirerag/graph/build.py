@@ -93,6 +93,17 @@ class EntityGraph:
         offset = len(self.entities)
         return {pid: offset + i for i, pid in enumerate(self.passages)}
 
+    def titled(self, title_weight: float) -> list[tuple[int, str]]:
+        """``(entity node, passage id)`` of every title edge of a graph built with ``title_weight``: an
+        entity-passage edge weighs 1 for a mention, ``title_weight`` for a title and their sum for both, so
+        with ``title_weight`` > 1 the edges of at least that weight are the titles (none otherwise)."""
+        if title_weight <= 1.0 or not self.passages:
+            return []
+        n_e = len(self.entities)
+        upper = self.adjacency[:n_e].tocoo()
+        keep = (upper.col >= n_e) & (upper.data >= title_weight - 1e-9)
+        return [(int(e), self.passages[int(c) - n_e]) for e, c in zip(upper.row[keep], upper.col[keep])]
+
 
 def _entities_of(prop: Proposition) -> list[tuple[str, str]]:
     """Distinct ``(key, display name)`` of a proposition's entities, in order; names that

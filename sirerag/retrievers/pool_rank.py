@@ -109,6 +109,8 @@ def _lifts(waiting: Sequence[Hit], bar: float, pool: Pool, covered: set[str],
     """For each waiting entry that is anchored and scores at least ``bar``, in order: the best-scoring leaf of
     a passage of it not yet covered (its score from the ranking, else the waiting entry's)."""
     out: list[Hit] = []
+    if all(hit.score < bar for hit in waiting):
+        return out
     taken: set[str] = set(covered)
     for hit in waiting:
         passages = pool.get(hit.entry_id).passages

@@ -208,9 +208,14 @@ class PPRRetriever(Closing):
 
 
 def _covered(query: str, entity: str, matches: Sequence[Any]) -> bool:
-    """True when the tagger entity lies on (overlaps) a surface match of the query."""
-    at = query.casefold().find(entity.casefold())
-    return at >= 0 and any(at < m.end and m.start < at + len(entity) for m in matches)
+    """True when an occurrence of the tagger entity in the query lies on (overlaps) a surface match."""
+    text, name = query.casefold(), entity.casefold()
+    at = text.find(name)
+    while at >= 0:
+        if any(at < m.end and m.start < at + len(entity) for m in matches):
+            return True
+        at = text.find(name, at + 1)
+    return False
 
 
 def build_tagger(index: LoadedIndex, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
@@ -231,7 +236,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
          top_entities: int | None = None, surface: bool | None = None, passage_seeds: str | None = None,
          bm25_share: float | None = None, entry_score: str | None = None, bridge_hops: int | None = None,
          bridge_top: int | None = None, bridge_threshold: float | None = None, bridge_weight: float | None = None,
-         bridge_max_seeds: int | None = None, bridge_seed_weight: float | None = None) -> PPRRetriever:
+         bridge_max_seeds: int | None = None, bridge_seed_weight: float | None = None,
+         bridge_titles: bool | None = None) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
@@ -240,7 +246,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``,
     ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`);
     ``bridge_hops`` (0 = off; default 2 when the index stores its proposition vectors), ``bridge_top``,
-    ``bridge_threshold``, ``bridge_weight``, ``bridge_max_seeds``, ``bridge_seed_weight`` (defaults:
+    ``bridge_threshold``, ``bridge_weight``, ``bridge_max_seeds``, ``bridge_seed_weight``, ``bridge_titles`` (defaults:
     :class:`~sirerag.graph.bridging.BridgeSettings`):
     query-conditioned bridging through propositions (:mod:`sirerag.graph.bridging`, ``ner`` linking).
 
@@ -258,7 +264,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     with index.reading():  # graph/ of the commit the pool came from, or IndexChangedError
         index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
         settings_b = BridgeSettings.from_options(bridge_hops, bridge_top, bridge_threshold, bridge_weight,
-                                                 bridge_max_seeds, bridge_seed_weight)
+                                                 bridge_max_seeds, bridge_seed_weight, bridge_titles)
         if bridge_hops is None and settings_b.hops and index.manifest.component("proposition_vectors") is None:
             logger.info("%s: no stored proposition vectors (an older build): PPR runs without bridging", index.path)
             settings_b = BridgeSettings(hops=0)
@@ -290,6 +296,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
 
         fact_filter = load_llm(fact_filter, cache_dir=index.path / "cache" / "llm")
     if settings_b.hops > 0 and linking == "ner":
-        kwargs["bridge"], kwargs["bridge_settings"] = load_bridge(index, graph, embedder, aids), settings_b
+        title_weight = float(settings.get("title_weight", 0.0)) if settings_b.titles else 0.0
+        kwargs["bridge"] = load_bridge(index, graph, embedder, aids, title_weight=title_weight)
+        kwargs["bridge_settings"] = settings_b
     return PPRRetriever(graph, index.pool, embedder, linking=linking, tagger=tagger, llm=fact_filter, **kwargs)
 
