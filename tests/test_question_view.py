@@ -122,9 +122,10 @@ def test_bridging_is_on_by_default_where_the_index_stores_proposition_vectors(in
         ppr = retriever.base
         titled = ppr.graph.titled(2.0)
         assert {titles[p] for _, p in titled} == set(titles.values()) - {""}  # every titled passage
-        assert ppr.bridge.title_facts is not None and ppr.bridge.title_nodes
-        fact, nodes = next(iter(ppr.bridge.title_nodes.items()))
-        assert all((node, ppr.bridge.facts[fact].passage) in titled for node in nodes)
+        assert ppr.bridge.title_facts is not None
+        reached = [(f, ppr.bridge.title_nodes(f)) for f in range(len(ppr.bridge.facts)) if ppr.bridge.title_nodes(f)]
+        assert reached and all((node, ppr.bridge.facts[f].passage) in titled for f, nodes in reached for node in nodes)
+        assert all(node not in ppr.bridge.facts[f].entities for f, nodes in reached for node in nodes)
     with load_retriever("ppr", index, bridge_titles=False) as retriever:
         assert retriever.base.bridge.title_facts is None
     out = tmp_path / "r.html"

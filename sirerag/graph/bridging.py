@@ -111,18 +111,7 @@ class PropositionBridge:
         naming = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
         self.entity_facts = sp.csr_matrix((np.ones(len(named), np.float32), (named, naming)),
                                           shape=(n_entities, len(facts)))
-        # each fact's title nodes (the titles of its passage): a fact reached from one counts as naming it
-        of_passage: dict[str, list[int]] = {}
-        for i, fact in enumerate(facts if len(titles) else ()):
-            of_passage.setdefault(fact.passage, []).append(i)
-        pairs = {(int(e), i) for e, passage in titles for i in of_passage.get(passage, ())}
-        ordered = sorted(pairs - set(zip(named, naming)))  # not the facts that name their title already
-        self.title_nodes: dict[int, tuple[int, ...]] = {}
-        for e, i in ordered:
-            self.title_nodes[i] = self.title_nodes.get(i, ()) + (e,)
-        self.title_facts = sp.csr_matrix((np.ones(len(ordered), np.float32), ([e for e, _ in ordered],
-                                                                              [i for _, i in ordered])),
-                                         shape=self.entity_facts.shape) if ordered else None
+        self.title_facts, self._fact_titles = _title_facts(facts, titles, self.entity_facts)
 
     def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
                 avoid: Sequence[int] = ()) -> list[Bridge]:
@@ -153,7 +142,7 @@ class PropositionBridge:
                 if score < settings.threshold:
                     break
                 fact = self.facts[int(candidates[j])]
-                naming = [e for e in fact.entities + self.title_nodes.get(int(candidates[j]), ()) if e in frontier]
+                naming = [e for e in fact.entities + self.title_nodes(int(candidates[j])) if e in frontier]
                 via = max(naming, key=lambda e: (frontier[e], -e))
                 activation = frontier[via] * score
                 for node in fact.entities:
@@ -165,6 +154,13 @@ class PropositionBridge:
             visited |= set(reached)
             found += reached.values()
         return found
+
+    def title_nodes(self, fact: int) -> tuple[int, ...]:
+        """The title nodes through which ``fact`` is reached that it does not name itself (its passage's titles)."""
+        if self._fact_titles is None:
+            return ()
+        start, stop = self._fact_titles.indptr[fact], self._fact_titles.indptr[fact + 1]
+        return tuple(int(e) for e in self._fact_titles.indices[start:stop])
 
     def add_to(self, seeds: Seeds, query_vector: np.ndarray, settings: BridgeSettings) -> None:
         """Bridge from ``seeds``' entities and add the bridged entities to them (in place)."""
@@ -197,6 +193,34 @@ class PropositionBridge:
                     best[bridge.node] = bridge
         return list(best.values())
 
+
+
+def _title_facts(facts: Sequence[GraphFact], titles: Sequence[tuple[int, str]],
+                 entity_facts: sp.csr_matrix) -> tuple[sp.csr_matrix | None, sp.csr_matrix | None]:
+    """``(title node x fact, fact x title node)`` incidence of the facts of the passages each title node titles,
+    without the facts that name their title already; ``(None, None)`` when there are none."""
+    if not len(titles) or not len(facts):
+        return None, None
+    position: dict[str, int] = {}
+    fact_passage = np.fromiter((position.setdefault(f.passage, len(position)) for f in facts), np.int64,
+                               count=len(facts))
+    title_entity = np.fromiter((int(e) for e, _ in titles), np.int64, count=len(titles))
+    title_passage = np.fromiter((position.get(p, -1) for _, p in titles), np.int64, count=len(titles))
+    keep = title_passage >= 0
+    # passage -> its facts (CSR over passage positions), then every (title node, fact of its passage)
+    order = np.argsort(fact_passage, kind="stable")
+    bounds = np.searchsorted(fact_passage[order], np.arange(len(position) + 1))
+    starts, stops = bounds[title_passage[keep]], bounds[title_passage[keep] + 1]
+    entity = np.repeat(title_entity[keep], stops - starts)
+    fact = order[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [np.zeros(0, np.int64)])]
+    pairs = sp.csr_matrix((np.ones(entity.size, np.float32), (entity, fact)), shape=entity_facts.shape)
+    pairs.sum_duplicates()
+    pairs = pairs - pairs.multiply(entity_facts > 0)  # a fact that names its title already needs no title edge
+    pairs.eliminate_zeros()
+    if not pairs.nnz:
+        return None, None
+    pairs.data[:] = 1.0
+    return pairs.tocsr(), pairs.T.tocsr()
 
 
 def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None, *,
