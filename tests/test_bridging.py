@@ -58,13 +58,21 @@ def test_the_threshold_keeps_weak_propositions_out(bridge):
 
 
 def test_bridged_entities_get_weight_cosine_and_the_smaller_of_specificity_and_parent_weight(bridge):
-    seeds = Seeds(entities={0: 0.5})
+    seeds = Seeds(entities={0: 1.0})
     bridge.add_to(seeds, QUERY, BridgeSettings(hops=2, top=1, weight=0.5))
     s0, s2 = float(VECTORS[0] @ QUERY), float(VECTORS[2] @ QUERY)
-    assert seeds.entities[0] == 0.5
-    assert seeds.entities[1] == pytest.approx(0.5 * s0 * 0.25)
-    # a bridge never outweighs the entity it came from: entity 3 (specificity 0.5) gets its parent's weight
+    assert seeds.entities[0] == 1.0
+    # the director is in 4 passages, 3 besides the bridging one: specificity 1 / sqrt(3)
+    assert seeds.entities[1] == pytest.approx(0.5 * s0 / 3 ** 0.5)
+    # a bridge never outweighs the entity it came from: entity 3 (2 passages, specificity 1) gets its parent's weight
     assert seeds.entities[3] == pytest.approx(0.5 * s2 * seeds.entities[1])
+    for exponent, expected in ((1.0, 1 / 3), (0.0, 1.0)):
+        other = Seeds(entities={0: 1.0})
+        bridge.add_to(other, QUERY, BridgeSettings(hops=1, top=1, weight=0.5, specificity=exponent))
+        assert other.entities[1] == pytest.approx(0.5 * s0 * expected)
+    capped = Seeds(entities={0: 0.5})  # a lighter seed caps its bridge: min(1 / sqrt(3), 0.5)
+    bridge.add_to(capped, QUERY, BridgeSettings(hops=1, top=1, weight=0.5))
+    assert capped.entities[1] == pytest.approx(0.5 * s0 * 0.5)
     assert [b.node for b in seeds.bridges] == [1, 3]
     off = Seeds(entities={0: 0.5})
     bridge.add_to(off, QUERY, BridgeSettings(hops=0))
@@ -78,7 +86,7 @@ def test_a_question_with_two_seeds_bridges_from_each_on_its_own_lightly(bridge):
     # one hop from each: the film's best proposition (f0) reaches the director (not the actor, f1), the city's
     # only one (f3) the actor; nothing goes on to the spouse
     assert [(b.node, b.hop, b.via) for b in seeds.bridges] == [(1, 1, 0), (2, 1, 4)]
-    assert seeds.entities[1] == pytest.approx(0.15 * s0 * 0.25)
+    assert seeds.entities[1] == pytest.approx(0.15 * s0 * 0.5)  # min(1 / sqrt(3), the film's 0.5)
     assert seeds.entities[2] == pytest.approx(0.15 * s3 * 1.0)
     assert seeds.entities[0] == 0.5 and seeds.entities[4] == 1.0 and 3 not in seeds.entities
     # another seed is never reached: from the actor alone with the film avoided, f1 leads nowhere new
@@ -125,7 +133,7 @@ def test_a_title_node_bridges_through_the_propositions_of_the_passage_it_titles(
     assert PropositionBridge(FACTS, VECTORS, entity_passages=specific).bridges(QUERY, [5], BridgeSettings()) == []
     seeds = Seeds(entities={5: 1.0})
     titled.add_to(seeds, QUERY, BridgeSettings(hops=1, top=1, weight=0.5))
-    assert seeds.entities[1] == pytest.approx(0.5 * float(VECTORS[0] @ QUERY) * 0.25)  # specificity 1/4
+    assert seeds.entities[1] == pytest.approx(0.5 * float(VECTORS[0] @ QUERY) / 3 ** 0.5)
 
 
 def test_title_edges_are_read_from_the_adjacency_by_their_weight():
@@ -156,6 +164,8 @@ def test_settings_are_checked():
         BridgeSettings.from_options(hops=1, weight=0.0)
     with pytest.raises(ConfigError, match="bridge_titles.*true or false"):
         BridgeSettings.from_options(titles=1)
+    with pytest.raises(ConfigError, match="bridge_specificity.*a number in \\[0, 1\\]"):
+        BridgeSettings.from_options(specificity=1.5)
     assert BridgeSettings.from_options(hops=2) == BridgeSettings(hops=2)
     with pytest.raises(ValueError, match="3 proposition vectors for 4 graph facts"):
         PropositionBridge(FACTS, VECTORS[:3], entity_passages=np.ones(5))

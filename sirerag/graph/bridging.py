@@ -16,9 +16,12 @@ entity is "The Knife". So a title node also bridges through the propositions of 
 (``titles``, on by default).
 
 The retriever adds each bridged entity to PageRank's reset vector with weight
-``weight x cosine x min(specificity, weight of the entity it came from)`` (specificity = 1 / passages of
-the entity, as for seeds): the passages of the entity the question's relation points to get mass, not
-those of every entity that co-occurs with the seed, and a bridge never outweighs the seed it came from.
+``weight x cosine x min(specificity, weight of the entity it came from)``: the passages of the entity the
+question's relation points to get mass, not those of every entity that co-occurs with the seed, and a bridge
+never outweighs the seed it came from. A bridged entity's specificity is ``1 / sqrt(its passages other than
+the bridging proposition's)`` (``specificity`` is the exponent; 1 for an entity in that passage only): the
+passage it was reached from is where the question already is, and an entity the question's relation selected
+is penalised for its other passages less than a seed is (``1 / passages``).
 """
 from __future__ import annotations
 
@@ -51,14 +54,16 @@ class BridgeSettings:
     max_seeds: int = 1
     seed_weight: float = 0.3
     titles: bool = True
+    specificity: float = 0.5
 
     @classmethod
     def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,
                      weight: float | None = None, max_seeds: int | None = None,
-                     seed_weight: float | None = None, titles: bool | None = None) -> "BridgeSettings":
+                     seed_weight: float | None = None, titles: bool | None = None,
+                     specificity: float | None = None) -> "BridgeSettings":
         """Settings from retriever options (None: the default), validated."""
         given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds,
-                 "seed_weight": seed_weight, "titles": titles}
+                 "seed_weight": seed_weight, "titles": titles, "specificity": specificity}
         settings = cls(**{k: v for k, v in given.items() if v is not None})
         settings.validate()
         return settings
@@ -78,6 +83,8 @@ class BridgeSettings:
               and 0.0 <= self.seed_weight <= 1.0, "bridge_seed_weight", self.seed_weight,
               "a number in [0, 1] (0: questions with more seeds than bridge_max_seeds do not bridge)")
         check(isinstance(self.titles, bool), "bridge_titles", self.titles, "true or false")
+        check(isinstance(self.specificity, (int, float)) and not isinstance(self.specificity, bool)
+              and 0.0 <= self.specificity <= 1.0, "bridge_specificity", self.specificity, "a number in [0, 1]")
 
 
 class PropositionBridge:
@@ -87,8 +94,8 @@ class PropositionBridge:
         facts: the graph's facts (propositions with their entity nodes).
         vectors: L2-normalised proposition vectors: ``(len(facts), dim)``, row ``i`` for ``facts[i]``, or
             with ``rows`` any ``(n, dim)`` array (a memory map is read only where a search needs it).
-        entity_passages: passages per entity node (:attr:`EntityGraph.entity_passages`); a bridged entity's
-            specificity is ``1 / passages``, as a seed's.
+        entity_passages: passages per entity node (:attr:`EntityGraph.entity_passages`), for a bridged
+            entity's specificity (the module docstring).
         rows: ``(len(facts),)`` the row of ``vectors`` of each fact (None: row ``i`` is ``facts[i]``'s).
         titles: ``(entity node, passage id)`` title edges (:meth:`EntityGraph.titled`): a title node also
             bridges through the facts of the passages it titles.
@@ -105,8 +112,8 @@ class PropositionBridge:
         # with ``rows`` the vectors stay memory-mapped: a search reads the rows of the facts it scores
         self.facts, self.rows = facts, None if rows is None else np.asarray(rows, dtype=np.int64)
         self.vectors = vectors if rows is not None else np.asarray(vectors, dtype=np.float32)
-        self.specificity = 1.0 / np.maximum(np.asarray(entity_passages, dtype=np.float64), 1.0)
-        n_entities = len(self.specificity)
+        self.passages = np.asarray(entity_passages, dtype=np.float64)
+        n_entities = len(self.passages)
         named = [e for f in facts for e in dict.fromkeys(f.entities)]
         naming = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
         self.entity_facts = sp.csr_matrix((np.ones(len(named), np.float32), (named, naming)),
@@ -178,7 +185,8 @@ class PropositionBridge:
         # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
         for bridge in found:
             parent = seeds.entities.get(bridge.via, 0.0)
-            gain = weight * bridge.score * min(float(self.specificity[bridge.node]), parent)
+            specificity = max(float(self.passages[bridge.node]) - 1.0, 1.0) ** -settings.specificity
+            gain = weight * bridge.score * min(specificity, parent)
             seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain
         seeds.bridges = found
 

@@ -237,7 +237,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
          bm25_share: float | None = None, entry_score: str | None = None, bridge_hops: int | None = None,
          bridge_top: int | None = None, bridge_threshold: float | None = None, bridge_weight: float | None = None,
          bridge_max_seeds: int | None = None, bridge_seed_weight: float | None = None,
-         bridge_titles: bool | None = None) -> PPRRetriever:
+         bridge_titles: bool | None = None, bridge_specificity: float | None = None) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
@@ -246,7 +246,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     recorded with the graph), ``passage_weight``, ``top_facts``, ``top_entities``,
     ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`);
     ``bridge_hops`` (0 = off; default 2 when the index stores its proposition vectors), ``bridge_top``,
-    ``bridge_threshold``, ``bridge_weight``, ``bridge_max_seeds``, ``bridge_seed_weight``, ``bridge_titles`` (defaults:
+    ``bridge_threshold``, ``bridge_weight``, ``bridge_max_seeds``, ``bridge_seed_weight``, ``bridge_titles``,
+    ``bridge_specificity`` (defaults:
     :class:`~sirerag.graph.bridging.BridgeSettings`):
     query-conditioned bridging through propositions (:mod:`sirerag.graph.bridging`, ``ner`` linking).
 
@@ -264,7 +265,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     with index.reading():  # graph/ of the commit the pool came from, or IndexChangedError
         index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
         settings_b = BridgeSettings.from_options(bridge_hops, bridge_top, bridge_threshold, bridge_weight,
-                                                 bridge_max_seeds, bridge_seed_weight, bridge_titles)
+                                                 bridge_max_seeds, bridge_seed_weight, bridge_titles,
+                                                 bridge_specificity)
         if bridge_hops is None and settings_b.hops and index.manifest.component("proposition_vectors") is None:
             logger.info("%s: no stored proposition vectors (an older build): PPR runs without bridging", index.path)
             settings_b = BridgeSettings(hops=0)
