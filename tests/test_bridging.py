@@ -115,7 +115,7 @@ def test_fact_vectors_come_from_stored_rows_then_embedding():
 
     out = vectors_for(FACTS, rows, Embedder())  # what load_bridge gives facts: stored rows, then embedding
     assert np.allclose(out, VECTORS) and asked == [FACTS[1].text, FACTS[3].text]
-    graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5))
+    graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5), titled=lambda weight: [])
     stored = load_bridge(None, graph, Embedder())  # fact embeddings stored with the graph: no index read
     assert np.allclose(stored.vectors, VECTORS) and len(asked) == 2
 

@@ -89,8 +89,7 @@ def test_words_that_open_a_question_are_not_linked_there():
 def test_a_tagged_entity_inside_a_surface_match_is_not_linked_again():
     """The tagger's "Film" lies in the matched title "The Knife (1961 Film)", even though the question says
     "film" earlier, outside it: only an occurrence that overlaps no match links on its own."""
-    from sirerag.graph.surface import SurfaceIndex
-    from sirerag.retrievers.ppr import _covered
+    from sirerag.graph.surface import SurfaceIndex, covered as _covered
 
     query = "Why did the director of film The Knife (1961 Film) die?"
     matches = SurfaceIndex(["The Knife (1961 film)"]).match(query)

@@ -188,7 +188,6 @@ class Pool:
     entries: tuple[Node, ...]
     embeddings: np.ndarray
     _positions: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
-    _leaves: dict[str, tuple[Node, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.entries):
@@ -211,16 +210,17 @@ class Pool:
         return self.entries[self._positions[entry_id]]
 
     def leaves_of(self, passage: str) -> tuple[Node, ...]:
-        """The leaf entries of ``passage`` (the chunks of that document), in pool order; built on first use."""
-        if not self._leaves and self.entries:
-            by: dict[str, list[Node]] = {}
-            for e in self.entries:
-                if e.kind == "leaf":
-                    for p in e.passages:
-                        by.setdefault(p, []).append(e)
-            self._leaves.update({p: tuple(nodes) for p, nodes in by.items()})
-            self._leaves.setdefault("", ())  # built, even for a pool without leaves
+        """The leaf entries of ``passage`` (the chunks of that document), in pool order."""
         return self._leaves.get(passage, ())
+
+    @functools.cached_property
+    def _leaves(self) -> dict[str, tuple[Node, ...]]:
+        by: dict[str, list[Node]] = {}
+        for e in self.entries:
+            if e.kind == "leaf":
+                for p in e.passages:
+                    by.setdefault(p, []).append(e)
+        return {p: tuple(nodes) for p, nodes in by.items()}
 
     def counts(self) -> dict[str, int]:
         """Entries per ``"<tree>/<kind>/level<level>"``, sorted by key (the manifest's and

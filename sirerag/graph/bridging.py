@@ -202,7 +202,6 @@ class PropositionBridge:
         return list(best.values())
 
 
-
 def _title_facts(facts: Sequence[GraphFact], titles: Sequence[tuple[int, str]],
                  entity_facts: sp.csr_matrix) -> tuple[sp.csr_matrix | None, sp.csr_matrix | None]:
     """``(title node x fact, fact x title node)`` incidence of the facts of the passages each title node titles,
@@ -244,7 +243,7 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
     from sirerag.pool.store import PROPOSITIONS
     from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, load_proposition_vectors, vectors_for
 
-    titles = graph.titled(title_weight) if title_weight > 1.0 else []
+    titles = graph.titled(title_weight)
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
         return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, titles=titles)
     component, record = index.manifest.component("proposition_vectors"), index.manifest.files.get(PROPOSITIONS)

@@ -134,3 +134,15 @@ class SurfaceIndex:
             if all(m.end <= t.start or m.start >= t.end for t in taken):
                 taken.append(m)
         return sorted(taken, key=lambda m: m.start)
+
+
+def covered(query: str, text: str, matches: Sequence[Match]) -> bool:
+    """True when an occurrence of ``text`` in ``query`` (case-folded) lies on (overlaps) one of ``matches``:
+    a tagged entity inside a matched name is not linked again, wherever else the same words appear."""
+    folded, name = query.casefold(), text.casefold()
+    at = folded.find(name)
+    while at >= 0:
+        if any(at < m.end and m.start < at + len(text) for m in matches):
+            return True
+        at = folded.find(name, at + 1)
+    return False

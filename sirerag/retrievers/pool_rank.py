@@ -62,9 +62,12 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
     def room() -> bool:  # may one more non-leaf entry be placed now?
         return n_leaves >= rule.leaf_share * (len(out) + 1) - 1e-9
 
+    def adds_nothing(passages: Sequence[str]) -> bool:  # to be dropped: every passage already ranked
+        return rule.drop_covered and bool(passages) and covered.issuperset(passages)
+
     def place(hit: Hit) -> bool:
         passages = pool.get(hit.entry_id).passages
-        if rule.drop_covered and passages and covered.issuperset(passages):
+        if adds_nothing(passages):
             return True  # nothing new: dropped
         if rule.anchor and passages and covered.isdisjoint(passages):
             return False
@@ -86,19 +89,19 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
             if not place(hit):
                 waiting.append(hit)
             continue
-        if rule.drop_covered and entry.passages and covered.issuperset(entry.passages):
+        if adds_nothing(entry.passages):
             continue
         if waiting and rule.lift_ratio:
             for lifted in _lifts(waiting, hit.score * rule.lift_ratio, pool, covered, scores):
                 add_leaf(lifted, pool.get(lifted.entry_id).passages)
             waiting = [h for h in waiting if not place(h)]
-            if rule.drop_covered and entry.passages and covered.issuperset(entry.passages):
+            if adds_nothing(entry.passages):  # a lifted leaf ranked its passage
                 continue
         add_leaf(hit, entry.passages)
         waiting = [h for h in waiting if not place(h)]
     for hit in waiting:  # the retriever's list is exhausted: the rest in order
         passages = pool.get(hit.entry_id).passages
-        if not (rule.drop_covered and passages and covered.issuperset(passages)):
+        if not adds_nothing(passages):
             out.append(hit)
             covered.update(passages)
     return out

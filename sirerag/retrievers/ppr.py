@@ -25,6 +25,7 @@ from sirerag.graph.entries import ENTRY_SCORES, entry_node_matrix, entry_scores
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.graph.query_aids import seed_rows
+from sirerag.graph.surface import covered
 from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.core.types import Pool
@@ -147,7 +148,7 @@ class PPRRetriever(Closing):
         if self.linking == "ner":
             found = [list(dict.fromkeys(e for e in self.tagger(q) if e)) for q in queries]
             matched = [self.surface.match(q) if self.surface is not None else [] for q in queries]
-            found = [[e for e in ents if not _covered(q, e, m)] for q, ents, m in zip(queries, found, matched)]
+            found = [[e for e in ents if not covered(q, e, m)] for q, ents, m in zip(queries, found, matched)]
             flat = [e for ents in found for e in ents]
             emb = self.embedder.encode_documents(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
             out, start = [], 0
@@ -205,17 +206,6 @@ class PPRRetriever(Closing):
             order = top_k(scores, k)
             results.append([Hit(self.ids[j], float(scores[j])) for j in order])
         return results
-
-
-def _covered(query: str, entity: str, matches: Sequence[Any]) -> bool:
-    """True when an occurrence of the tagger entity in the query lies on (overlaps) a surface match."""
-    text, name = query.casefold(), entity.casefold()
-    at = text.find(name)
-    while at >= 0:
-        if any(at < m.end and m.start < at + len(entity) for m in matches):
-            return True
-        at = text.find(name, at + 1)
-    return False
 
 
 def build_tagger(index: LoadedIndex, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
