@@ -184,3 +184,29 @@ def test_vectors_read_through_fact_rows_bridge_as_the_vectors_in_fact_order(tmp_
         PropositionBridge(FACTS, mapped, np.ones(5), rows=np.array([3, 2, 4]))
     with pytest.raises(ValueError, match="a row outside the 5 vectors"):
         PropositionBridge(FACTS, mapped, np.ones(5), rows=np.array([3, 2, 4, 5]))
+
+
+def test_a_saved_graphs_fact_table_bridges_as_its_facts_do(tmp_path):
+    from sirerag.graph.build import EntityGraph
+    from sirerag.graph.facts import FactTable, save_fact_arrays
+
+    passages = ("p0", "p1", "p2")
+    facts = [*FACTS, GraphFact("f4", "The city lies on a river.", "p2", (4, 4))]  # an entity named twice
+    (tmp_path / "facts.jsonl").write_text("".join(
+        f'{{"id": "{f.id}", "text": "{f.text}", "passage": "{f.passage}", "entities": {list(f.entities)}}}\n'
+        for f in facts), encoding="utf-8")
+    index = {p: 5 + i for i, p in enumerate(passages)}
+    save_fact_arrays(tmp_path, facts, index)
+    table = FactTable.open(tmp_path, tmp_path / "facts.jsonl", passages, 5)
+    (tmp_path / "facts.jsonl").unlink()  # read when opened
+    assert isinstance(table, FactTable) and list(table) == facts
+    vectors = np.vstack([VECTORS, _unit(0.1, 0.1, 0.1)])
+    titles = [(3, "p1"), (4, "p0")]  # the spouse titles p1 (whose f2 names it), the city p0 (f0, f1)
+    plain = PropositionBridge(facts, vectors, np.array([2, 1, 1, 1, 2]), titles=titles)
+    served = PropositionBridge(table, vectors, np.array([2, 1, 1, 1, 2]), titles=titles)
+    assert (plain.entity_facts != served.entity_facts).nnz == 0 and plain.entity_facts.max() == 1
+    assert (plain.title_facts != served.title_facts).nnz == 0 and plain.title_facts.nnz == 2
+    for settings in (BridgeSettings(hops=2, top=2), BridgeSettings(hops=3, top=1, titles=False)):
+        assert served.bridges(QUERY, [0], settings) == plain.bridges(QUERY, [0], settings) != []
+    assert isinstance(EntityGraph(entities=("a",) * 5, passages=passages, adjacency=plain.entity_facts[:0, :0],
+                                  entity_passages=np.ones(5), facts=table).facts, FactTable)

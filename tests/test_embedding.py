@@ -93,7 +93,8 @@ def test_st_local_path_spec(minilm):
     np.testing.assert_allclose(embedder.encode_documents(PAIR), minilm.encode_documents(PAIR), atol=1e-5)
 
 
-def test_sha256_check_refuses_a_mismatched_file(tmp_path):
+def test_sha256_check_refuses_a_mismatched_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the digests' memo
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"not the real weights")
     with pytest.raises(SireragError, match=r"model\.safetensors: sha256 [0-9a-f]{64} does not match the "

@@ -9,6 +9,7 @@ import pytest
 from sirerag.core.config import GraphConfig
 from sirerag.core.errors import IndexFormatError
 from sirerag.graph.build import build_graph, structural_edges
+from sirerag.graph.facts import FACT_ARRAYS, FactTable
 from sirerag.graph.synonyms import synonym_edges
 from sirerag.graph.store import build_and_save_graph, load_graph, save_graph
 from sirerag.core.types import Document, Proposition
@@ -143,12 +144,52 @@ def test_save_load_round_trip(tmp_path):
     np.testing.assert_array_equal(loaded.entity_passages, g.entity_passages)
     np.testing.assert_array_equal(loaded.entity_embeddings, g.entity_embeddings)
     np.testing.assert_array_equal(loaded.fact_embeddings, g.fact_embeddings)
-    assert loaded.facts == g.facts
+    assert isinstance(loaded.facts, FactTable)  # served from the stored arrays, each text parsed when asked for
+    assert list(loaded.facts) == list(g.facts) and loaded.facts[-1] == g.facts[-1] and loaded.facts[1:3] == list(g.facts[1:3])
+    with pytest.raises(IndexError, match="fact 4 of 4"):
+        loaded.facts[4]
     assert meta["settings"] == {"damping": 0.5} and meta["stats"] == g.stats
     for path in (tmp_path / "graph").iterdir():  # plain formats only
         assert path.suffix in (".json", ".jsonl", ".npy")
         if path.suffix == ".npy":
             np.load(path, allow_pickle=False)
+
+
+def test_a_graph_saved_before_the_fact_arrays_and_node_names_reads_its_files_whole(tmp_path):
+    g = build_graph(PASSAGES, PROPS)
+    save_graph(tmp_path / "graph", g)
+    for name in (*FACT_ARRAYS, "node_names.json", "entity_passages.npy"):
+        (tmp_path / "graph" / name).unlink()
+    loaded, _ = load_graph(tmp_path / "graph")
+    assert loaded.facts == g.facts  # a tuple, as before
+    assert loaded.entities == g.entities and loaded.passages == g.passages
+    np.testing.assert_array_equal(loaded.entity_passages, g.entity_passages)
+
+
+def test_node_names_that_do_not_match_the_graph_are_refused(tmp_path):
+    g = build_graph(PASSAGES, PROPS)
+    save_graph(tmp_path / "graph", g)
+    (tmp_path / "graph" / "node_names.json").write_text('{"names": []}', encoding="utf-8")
+    with pytest.raises(IndexFormatError, match="node_names.json and entity_passages.npy do not describe"):
+        load_graph(tmp_path / "graph")
+    (tmp_path / "graph" / "node_names.json").write_text(json.dumps(list(g.entities)), encoding="utf-8")
+    with pytest.raises(IndexFormatError, match="adjacency arrays do not describe a 4-node CSR matrix"):
+        load_graph(tmp_path / "graph")  # the passages are missing
+
+
+def test_fact_arrays_that_do_not_match_the_graph_are_refused(tmp_path):
+    g = build_graph(PASSAGES, PROPS)
+    save_graph(tmp_path / "graph", g)
+    nodes = np.load(tmp_path / "graph" / "fact_entity_nodes.npy")
+    np.save(tmp_path / "graph" / "fact_entity_nodes.npy", nodes + len(g.entities))
+    with pytest.raises(IndexFormatError, match=r"the fact arrays .* do not describe 4 facts over 4 entities"):
+        load_graph(tmp_path / "graph")
+    save_graph(tmp_path / "graph", g)
+    lines = (tmp_path / "graph" / "facts.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "graph" / "facts.jsonl").write_text("".join(lines[:-1]), encoding="utf-8")
+    loaded, _ = load_graph(tmp_path / "graph")
+    with pytest.raises(IndexFormatError, match=r"facts\.jsonl: 3 facts, the fact arrays beside it describe 4"):
+        loaded.facts[0]
 
 
 def test_build_and_save_graph_component(tmp_path):

@@ -153,7 +153,7 @@ def test_without_an_export_search_loads_torch_and_says_how_to_get_the_fast_path(
         slow = load_retriever("dense", load_index(dense_index))
     assert isinstance(slow.embedder, SentenceTransformerEmbedder)
     assert "no ONNX export of MiniLM" in caplog.text and "sirerag cache query-model" in caplog.text
-    assert not (tmp_path / "empty").exists()  # a search never exports
+    assert not (tmp_path / "empty" / "sirerag" / "onnx-query").exists()  # a search never exports
     monkeypatch.setenv("XDG_CACHE_HOME", str(export_home))
     fast = load_retriever("dense", load_index(dense_index))
     for query in _questions(5):
@@ -179,6 +179,33 @@ def test_an_export_that_differs_from_torch_is_not_kept(minilm_torch, tmp_path, m
         query_export.export_query_model(minilm_torch.model, minilm_dir(), tmp_path / "export", source_sha256="0" * 64,
                                        spec="st:test")
     assert not (tmp_path / "export").exists() and os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_the_weights_sit_beside_the_graph_and_an_older_export_is_read_then_replaced(export_home, tmp_path,
+                                                                                     monkeypatch):
+    import onnx
+
+    from sirerag.embedding.query_encoder import MODEL_FILE, WEIGHTS_FILE, load_minilm_query_embedder
+    from sirerag.embedding.query_export import ensure_minilm_query_export
+
+    (folder,) = (export_home / "sirerag" / "onnx-query").iterdir()
+    assert (folder / MODEL_FILE).stat().st_size < 1 << 20 < (folder / WEIGHTS_FILE).stat().st_size
+    # an export of version 1 (weights inside model.onnx) is still searched with, and a build writes it again
+    old = tmp_path / "xdg" / "sirerag" / "onnx-query" / folder.name
+    shutil.copytree(folder, old)
+    onnx.save_model(onnx.load(str(old / MODEL_FILE)), str(old / MODEL_FILE))  # the weights inline again
+    (old / WEIGHTS_FILE).unlink()
+    info = json.loads((old / "sirerag-export.json").read_text(encoding="utf-8"))
+    (old / "sirerag-export.json").write_text(json.dumps({**info, "version": 1}), encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    reader = load_minilm_query_embedder()
+    new = OnnxQueryEmbedder(folder, "st:new")
+    queries = _questions(4)
+    np.testing.assert_array_equal(reader.encode_queries(queries), new.encode_queries(queries))
+    assert ensure_minilm_query_export()["exported"] is True
+    assert (old / WEIGHTS_FILE).is_file()
+    assert json.loads((old / "sirerag-export.json").read_text(encoding="utf-8"))["version"] == 2
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sirerag.cli.main import main
+from sirerag.graph.facts import FactTable
 from sirerag.pool.store import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -52,7 +53,7 @@ def _forget_aids(monkeypatch):
 
 def test_the_build_stores_the_aids_and_a_search_ranks_as_without_them(graph_index, monkeypatch):
     meta = json.loads((graph_index / "graph" / "graph.json").read_text())
-    assert set(meta["query_aids"]) == {"seeds_bm25", "surface", "tagger", "fact_rows"}
+    assert set(meta["query_aids"]) == {"seeds_bm25", "surface", "tagger", "fact_rows", "pool_nodes"}
     assert (graph_index / "graph" / "seeds_bm25" / "tokenizer.json").is_file()
     index = load_index(graph_index)
     stored = _hits(index)
@@ -72,10 +73,14 @@ def test_a_search_with_the_aids_rebuilds_none_of_them(graph_index, monkeypatch):
     monkeypatch.setattr(lexical, "build_lexical_index", refuse)
     monkeypatch.setattr(surface, "surface_forms", refuse)
     monkeypatch.setattr(tagger.EntityTagger, "fit", refuse)
+    for module in ("sirerag.retrievers.ppr", "sirerag.retrievers.ppr_aids"):  # the pool's nodes: stored
+        monkeypatch.setattr(f"{module}.seed_rows", refuse)
+    monkeypatch.setattr("sirerag.graph.entries.entry_node_pairs", refuse)
     index = load_index(graph_index)
     monkeypatch.setattr(type(index), "propositions", refuse)  # bridging takes its rows by the stored fact rows
     retriever = load_retriever("ppr", index)
     assert retriever.bridge is not None and retriever.bridge_settings.hops > 0
+    assert isinstance(retriever.graph.facts, FactTable)  # no fact parsed until one is shown
     assert len(_hits(index)) == len(QUESTIONS)
 
 
@@ -100,9 +105,25 @@ def test_fact_rows_are_used_only_for_the_propositions_they_were_stored_for(graph
         assert load_fact_rows(graph_index / "graph", aids, **given) is None
 
 
+def test_the_pools_nodes_are_used_only_for_the_entries_they_were_stored_for(graph_index):
+    from sirerag.graph.entries import entry_node_pairs
+    from sirerag.graph.query_aids import load_pool_nodes, seed_rows
+    from sirerag.graph.store import load_graph
+
+    index = load_index(graph_index)
+    graph, meta = load_graph(graph_index / "graph", facts=False)
+    sha = index.manifest.files["entries.jsonl"].sha256
+    given = {"entries": len(index.pool), "entries_sha256": sha, "nodes": graph.n_nodes}
+    pairs, (rows, nodes) = load_pool_nodes(graph_index / "graph", meta["query_aids"], **given)
+    assert pairs.tolist() == entry_node_pairs(index.pool, graph.passage_index).tolist() and pairs.shape[1] > len(rows)
+    assert [rows.tolist(), nodes.tolist()] == [a.tolist() for a in seed_rows(index.pool, graph.passage_index)]
+    for wrong in ({"entries_sha256": "0" * 64}, {"entries": len(index.pool) + 1}, {"nodes": 3}):
+        assert load_pool_nodes(graph_index / "graph", meta["query_aids"], **{**given, **wrong}) is None
+
+
 def test_an_index_without_aids_still_searches_and_says_why_it_is_slower(graph_index, monkeypatch, caplog):
     _forget_aids(monkeypatch)
-    with caplog.at_level("INFO", logger="sirerag.retrievers.ppr"):
+    with caplog.at_level("INFO", logger="sirerag.retrievers"):
         assert len(_hits(load_index(graph_index))) == len(QUESTIONS)
     assert "no stored seed BM25 index or surface forms" in caplog.text
     assert "no stored tagger counts" in caplog.text
@@ -120,6 +141,7 @@ def test_an_add_writes_the_aids_for_the_new_pool(graph_index, tmp_path, monkeypa
     assert meta["query_aids"]["seeds_bm25"]["documents"] == 70
     facts = sum(1 for _ in (index_dir / "graph" / "facts.jsonl").open())
     assert meta["query_aids"]["fact_rows"]["facts"] == facts
+    assert meta["query_aids"]["pool_nodes"]["entries"] == len(index.pool)
     stored = _hits(index)
     _forget_aids(monkeypatch)
     assert _hits(index) == stored
@@ -136,6 +158,7 @@ def test_graph_files_read_in_one_parse_as_line_by_line_and_a_damaged_line_is_nam
         assert _rows(graph_index / "graph" / name) == list(read_jsonl(graph_index / "graph" / name))
     folder = tmp_path / "graph"
     shutil.copytree(graph_index / "graph", folder)
+    (folder / "node_names.json").unlink()  # a graph saved before it: nodes.jsonl is read
     lines = (folder / "nodes.jsonl").read_text(encoding="utf-8").splitlines()
     lines[2] = lines[2] + ' {"kind": "entity"}'  # two values on one line: one parse would accept it as two rows
     (folder / "nodes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")

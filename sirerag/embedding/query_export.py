@@ -3,7 +3,8 @@
 The transformer is exported with torch's TorchScript ONNX exporter (``dynamo=False``:
 the dynamo exporter needs onnxscript; this one needs only the ``onnx`` package), next to
 the tokenizer the model really uses (its fast tokenizer's ``tokenizer.json``) and the
-model folder's sentence-transformers config files. Before the folder is put in place
+model folder's sentence-transformers config files; the weights are kept beside the graph
+(``model.onnx.data``), which ONNX Runtime maps instead of copying. Before the folder is put in place
 (atomically, :func:`sirerag.core.io.atomic_dir`), the ONNX Runtime encoder over it is checked
 against the torch model on a few texts of different lengths; an export that does not
 match (cosine below :data:`MIN_COSINE`) is discarded and raises.
@@ -24,6 +25,7 @@ from sirerag.embedding.query_encoder import (
     EXPORT_VERSION,
     INFO_FILE,
     MODEL_FILE,
+    WEIGHTS_FILE,
     SPEC_SUFFIX,
     OnnxQueryEmbedder,
     export_info,
@@ -76,7 +78,8 @@ def ensure_minilm_query_export(*, force: bool = False) -> dict[str, Any]:
     digest = verify_sha256(source / "model.safetensors", MINILM_SHA256_PREFIX)
     folder = query_model_dir(digest)
     info = export_info(folder)
-    if not force and info is not None and info.get("source_sha256") == digest:
+    current = info is not None and info.get("source_sha256") == digest and info.get("version") == EXPORT_VERSION
+    if not force and current:  # an export of an older version is written again
         return {"backend": "onnxruntime", "key": folder.name, "exported": False, "seconds": 0.0}
     start = time.perf_counter()
     embedder = load_minilm(show_progress=False)
@@ -110,11 +113,22 @@ def export_query_model(model: Any, source: str | Path, folder: str | Path, *, so
             torch.onnx.export(transformer, (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(tmp / MODEL_FILE),
                               dynamo=False, input_names=list(_INPUTS), output_names=["last_hidden_state"],
                               dynamic_axes=axes, opset_version=17)
+        _weights_beside(tmp / MODEL_FILE)
         _check_parity(model, OnnxQueryEmbedder(tmp, spec + SPEC_SUFFIX))
         (tmp / INFO_FILE).write_text(json.dumps({"version": EXPORT_VERSION, "source_sha256": source_sha256,
                                                  "spec": spec, "torch": torch.__version__}, indent=2) + "\n",
                                      encoding="utf-8")
     return folder
+
+
+def _weights_beside(model_file: Path) -> None:
+    """Move the weights of ``model_file`` into :data:`WEIGHTS_FILE` beside it (ONNX external data, one file),
+    which ONNX Runtime maps at session start instead of copying (MiniLM: about 0.04 s instead of 0.11 s)."""
+    import onnx
+
+    model = onnx.load(str(model_file))
+    onnx.save_model(model, str(model_file), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=WEIGHTS_FILE, size_threshold=1024)
 
 
 def _last_hidden_state(transformer: Any) -> Any:

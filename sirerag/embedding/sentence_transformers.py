@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import logging
 import threading
@@ -25,6 +24,7 @@ import numpy as np
 
 from sirerag.embedding.base import l2_normalize
 from sirerag.core.errors import MissingExtraError, SireragError, require
+from sirerag.core.io.digests import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -64,23 +64,13 @@ def verify_sha256(path: str | Path, expected_prefix: str) -> str:
     path = Path(path)
     if not path.is_file():
         raise SireragError(f"model file not found: {path}")
-    stat = path.stat()
-    digest = _sha256(str(path), stat.st_size, stat.st_mtime_ns)
+    digest = file_sha256(path)
     if not digest.startswith(expected_prefix.lower()):
         raise SireragError(
             f"{path}: sha256 {digest} does not match the expected {expected_prefix}...; the file is "
             f"damaged or not the expected model, refusing to load it (reinstall the package)"
         )
     return digest
-
-
-@functools.lru_cache(maxsize=16)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:  # size/mtime make the memo safe
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @contextlib.contextmanager

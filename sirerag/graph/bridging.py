@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from sirerag.core.errors import check
 from sirerag.core.io import load_npy
 from sirerag.graph.build import EntityGraph, GraphFact
+from sirerag.graph.facts import FactTable, fact_arrays
 from sirerag.graph.linking import Bridge, Seeds
 
 logger = logging.getLogger(__name__)
@@ -114,11 +115,18 @@ class PropositionBridge:
         self.vectors = vectors if rows is not None else np.asarray(vectors, dtype=np.float32)
         self.passages = np.asarray(entity_passages, dtype=np.float64)
         n_entities = len(self.passages)
-        named = [e for f in facts for e in dict.fromkeys(f.entities)]
-        naming = [i for i, f in enumerate(facts) for _ in dict.fromkeys(f.entities)]
-        self.entity_facts = sp.csr_matrix((np.ones(len(named), np.float32), (named, naming)),
+        if isinstance(facts, FactTable):  # a saved graph's facts: their arrays, no fact parsed
+            self._named_indptr, self._named = facts.indptr, facts.nodes
+            fact_passage, passage_key = facts.passage_nodes, facts.passage_nodes_by_id
+        else:
+            passage_key = {}
+            self._named_indptr, self._named, _ = fact_arrays(facts, {})
+            fact_passage = np.fromiter((passage_key.setdefault(f.passage, len(passage_key)) for f in facts),
+                                       np.int64, count=len(facts))
+        naming = np.repeat(np.arange(len(facts), dtype=np.int64), np.diff(self._named_indptr))
+        self.entity_facts = sp.csr_matrix((np.ones(len(self._named), np.float32), (self._named, naming)),
                                           shape=(n_entities, len(facts)))
-        self.title_facts, self._fact_titles = _title_facts(facts, titles, self.entity_facts)
+        self.title_facts, self._fact_titles = _title_facts(fact_passage, passage_key, titles, self.entity_facts)
 
     def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
                 avoid: Sequence[int] = ()) -> list[Bridge]:
@@ -137,7 +145,9 @@ class PropositionBridge:
                 candidates = np.concatenate([candidates, self.title_facts[nodes].indices])
             candidates = np.unique(candidates)
             # only propositions that lead somewhere new compete for the ``top`` places
-            candidates = candidates[[any(e not in visited for e in self.facts[int(c)].entities) for c in candidates]]
+            candidates = candidates[[any(int(e) not in visited for e in self._named[self._named_indptr[c]:
+                                                                                   self._named_indptr[c + 1]])
+                                     for c in candidates]]
             if candidates.size == 0:
                 break
             scores = np.asarray(self.vectors[candidates if self.rows is None else self.rows[candidates]],
@@ -202,21 +212,21 @@ class PropositionBridge:
         return list(best.values())
 
 
-def _title_facts(facts: Sequence[GraphFact], titles: Sequence[tuple[int, str]],
+def _title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: Sequence[tuple[int, str]],
                  entity_facts: sp.csr_matrix) -> tuple[sp.csr_matrix | None, sp.csr_matrix | None]:
     """``(title node x fact, fact x title node)`` incidence of the facts of the passages each title node titles,
-    without the facts that name their title already; ``(None, None)`` when there are none."""
-    if not len(titles) or not len(facts):
+    without the facts that name their title already; ``(None, None)`` when there are none. ``fact_passage``: a
+    key of each fact's passage; ``passage_key``: passage id -> that key."""
+    if not len(titles) or not len(fact_passage):
         return None, None
-    position: dict[str, int] = {}
-    fact_passage = np.fromiter((position.setdefault(f.passage, len(position)) for f in facts), np.int64,
-                               count=len(facts))
+    keys, fact_position = np.unique(fact_passage, return_inverse=True)  # the facts' passages, 0 .. len(keys) - 1
     title_entity = np.fromiter((int(e) for e, _ in titles), np.int64, count=len(titles))
-    title_passage = np.fromiter((position.get(p, -1) for _, p in titles), np.int64, count=len(titles))
-    keep = title_passage >= 0
+    title_key = np.fromiter((passage_key.get(p, -1) for _, p in titles), np.int64, count=len(titles))
+    title_passage = np.minimum(np.searchsorted(keys, title_key), len(keys) - 1)
+    keep = (keys[title_passage] == title_key) & (title_key >= 0)  # titles of passages that have facts
     # passage -> its facts (CSR over passage positions), then every (title node, fact of its passage)
-    order = np.argsort(fact_passage, kind="stable")
-    bounds = np.searchsorted(fact_passage[order], np.arange(len(position) + 1))
+    order = np.argsort(fact_position, kind="stable")
+    bounds = np.searchsorted(fact_position[order], np.arange(len(keys) + 1))
     starts, stops = bounds[title_passage[keep]], bounds[title_passage[keep] + 1]
     entity = np.repeat(title_entity[keep], stops - starts)
     fact = order[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [np.zeros(0, np.int64)])]

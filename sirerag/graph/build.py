@@ -65,7 +65,7 @@ class EntityGraph:
     passages: tuple[str, ...]
     adjacency: sp.csr_matrix
     entity_passages: np.ndarray
-    facts: tuple[GraphFact, ...] = ()
+    facts: Sequence[GraphFact] = ()
     entity_embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     fact_embeddings: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     stats: dict[str, Any] = field(default_factory=dict)

@@ -24,7 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from sirerag.core.io import load_npy, read_json, read_jsonl, save_npy, write_json
+from sirerag.core.io import load_npy, read_jsonl, save_npy, write_json
+from sirerag.core.io.files import read_index_json
 from sirerag.core.types import Pool
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ SEEDS_BM25 = "seeds_bm25"
 SURFACE = "surface.json"
 TAGGER = "tagger.json"
 FACT_ROWS = "fact_rows.npy"
+POOL_NODES = "pool_nodes"
+ENTRY_NODES, SEED_NODES = "entry_nodes.npy", "seed_nodes.npy"
 
 
 def seed_rows(pool: Pool, passage_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -55,8 +58,12 @@ def rows_key(pool: Pool, rows: np.ndarray) -> str:
 def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: dict[str, int],
                     surface_forms: Sequence[tuple[str, int]] | None, min_chars: int,
                     tagger_counts: dict[str, dict[str, int]] | None, fact_ids: Sequence[str] = (),
-                    propositions: Path | None = None) -> dict[str, Any]:
+                    propositions: Path | None = None, entries: Path | None = None) -> dict[str, Any]:
     """Write the aids that are given into ``directory``; returns their record for ``graph.json``.
+
+    With ``pool`` and ``entries`` (the index's ``entries.jsonl``, already written) the pool's entries as graph
+    nodes are stored too (:func:`~sirerag.graph.entries.entry_node_pairs`, :func:`seed_rows`), with the file's
+    sha256; a loader uses them only for a pool read from a file with that sha256.
 
     ``fact_ids`` (the graph's facts, which are propositions) with ``propositions`` (the index's
     ``propositions.jsonl``, already written) store each fact's line in that file, which is its row of
@@ -72,6 +79,13 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
         save_lexical_index(lexical, directory / SEEDS_BM25)
         record["seeds_bm25"] = {"path": SEEDS_BM25, "documents": int(rows.size), "rows": rows_key(pool, rows),
                                 **lexical.params}
+        if entries is not None and entries.is_file():
+            from sirerag.graph.entries import entry_node_pairs
+
+            save_npy(directory / ENTRY_NODES, entry_node_pairs(pool, passage_index))
+            save_npy(directory / SEED_NODES, np.stack(seed_rows(pool, passage_index)))
+            record[POOL_NODES] = {"entry_nodes": ENTRY_NODES, "seed_nodes": SEED_NODES, "entries": len(pool),
+                                  "entries_sha256": hashlib.sha256(entries.read_bytes()).hexdigest()}
     if surface_forms is not None:
         write_json(directory / SURFACE, [[form, int(node)] for form, node in surface_forms])
         record["surface"] = {"path": SURFACE, "forms": len(surface_forms), "min_chars": int(min_chars)}
@@ -114,7 +128,7 @@ def load_surface_forms(directory: Path, record: dict[str, Any], min_chars: int) 
     info = record.get("surface")
     if not info or info.get("min_chars") != min_chars:
         return None
-    return dict(read_json(directory / info["path"]))
+    return dict(read_index_json(directory / info["path"]))
 
 
 def load_fact_rows(directory: Path, record: dict[str, Any], *, facts: int, propositions_sha256: str | None,
@@ -131,7 +145,25 @@ def load_fact_rows(directory: Path, record: dict[str, Any], *, facts: int, propo
     return rows
 
 
+def load_pool_nodes(directory: Path, record: dict[str, Any], *, entries: int, entries_sha256: str | None,
+                    nodes: int) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
+    """``(entry-node pairs, (seed rows, their passage nodes))`` when they were stored for exactly this
+    ``entries.jsonl`` (its sha256, as the manifest records it) and fit a pool of ``entries`` rows and a graph of
+    ``nodes`` nodes, else None."""
+    info = record.get(POOL_NODES)
+    if not info or info.get("entries") != entries or not entries_sha256 \
+            or info.get("entries_sha256") != entries_sha256:
+        return None
+    pairs, seeds = (np.asarray(load_npy(directory / info[key])) for key in ("entry_nodes", "seed_nodes"))
+    for array in (pairs, seeds):
+        if array.ndim != 2 or array.shape[0] != 2 or (array.size and (
+                int(array[0].min()) < 0 or int(array[0].max()) >= entries
+                or int(array[1].min()) < 0 or int(array[1].max()) >= nodes)):
+            return None
+    return pairs, (seeds[0], seeds[1])
+
+
 def load_tagger_counts(directory: Path, record: dict[str, Any]) -> dict[str, dict[str, int]] | None:
     """The stored rule-tagger counts, else None."""
     info = record.get("tagger")
-    return read_json(directory / info["path"]) if info else None
+    return read_index_json(directory / info["path"]) if info else None

@@ -65,6 +65,8 @@ class PPRRetriever(Closing):
             best passage) or ``entity`` (the mean over its passages and its entity node).
         bridge, bridge_settings: query-conditioned bridging through propositions
             (:class:`~sirerag.graph.bridging.PropositionBridge`), for ``ner`` linking; off when None.
+        pool_nodes: the pool's entry-node pairs and seed rows as the build stored them
+            (:func:`~sirerag.graph.query_aids.load_pool_nodes`); None: computed here.
     """
 
     name = "ppr"
@@ -76,7 +78,8 @@ class PPRRetriever(Closing):
                  surface: bool = True, passage_seeds: str = "dense+bm25", bm25_share: float = 0.5,
                  entry_score: str = "mean", surface_forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None,
                  seeds_lexical: Any | None = None, bridge: Any | None = None,
-                 bridge_settings: Any | None = None) -> None:
+                 bridge_settings: Any | None = None,
+                 pool_nodes: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         check(linking in LINKING, "linking", linking, f"one of {LINKING}")
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
         weight = DEFAULT_PASSAGE_WEIGHT[linking] if passage_weight is None else float(passage_weight)
@@ -104,9 +107,11 @@ class PPRRetriever(Closing):
 
             self.recognition = RecognitionFilter(llm)
         self.entry_score = entry_score
-        self.entry_nodes = entry_node_matrix(pool, graph, with_entity=entry_score == "entity")
+        pairs, seeds = pool_nodes if pool_nodes is not None else (None, None)
+        self.entry_nodes = entry_node_matrix(pool, graph, with_entity=entry_score == "entity",
+                                             pairs=None if entry_score == "entity" else pairs)
         self.ids = [e.id for e in pool.entries]
-        rows, nodes = seed_rows(pool, graph.passage_index)
+        rows, nodes = seeds if seeds is not None else seed_rows(pool, graph.passage_index)
         self._leaf_rows, self._leaf_passages = rows, nodes - graph.n_entities
         self.surface = None
         if linking == "ner" and surface:
@@ -208,18 +213,6 @@ class PPRRetriever(Closing):
         return results
 
 
-def build_tagger(index: LoadedIndex, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
-    """The offline entity tagger of the index's build, for query NER: ``extraction.ner`` of
-    the manifest's config; the rule tagger is fitted on the index's chunks as at build time, or read
-    from ``counts`` (its fitted state, stored with the graph)."""
-    from sirerag.extraction.offline import offline_extractor
-
-    ner = index.manifest.build_config(source=index.path / "manifest.json").extraction.ner
-    if counts is None and not ner.startswith("spacy:"):
-        logger.info("%s: no stored tagger counts (an older build); fitting the tagger on the chunks", index.path)
-    return offline_extractor(ner, lambda: (c.text for c in index.chunks()), counts=counts).tag
-
-
 def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner", fact_filter: Any | None = None,
          tagger: Callable[[str], Sequence[str]] | None = None, damping: float | None = None, tol: float | None = None,
          max_iter: int | None = None, passage_weight: float | None = None, top_facts: int | None = None,
@@ -245,9 +238,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
         IndexFormatError: the index has no entity graph.
     """
     from sirerag.graph.bridging import BridgeSettings, load_bridge
-    from sirerag.graph.query_aids import load_seeds_bm25, load_surface_forms, load_tagger_counts
     from sirerag.graph.store import GRAPH_DIR, load_graph
-    from sirerag.graph.surface import MIN_FORM_CHARS
+    from sirerag.retrievers.ppr_aids import load_aids
 
     folder = index.component("graph")
     if folder is None:
@@ -271,13 +263,10 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     kwargs.update({name: value for name, value in tuning.items() if value is not None})
     embedder = index_embedder(index, embedder)
     with index.reading():  # the stored query aids of the same commit
-        if linking == "ner" and tagger is None:
-            tagger = build_tagger(index, load_tagger_counts(folder, aids))
-        if linking == "ner" and kwargs.get("surface", True):
-            kwargs["surface_forms"] = load_surface_forms(folder, aids, MIN_FORM_CHARS)
-        if kwargs.get("passage_seeds", "dense+bm25") == "dense+bm25":
-            rows = seed_rows(index.pool, graph.passage_index)[0]
-            kwargs["seeds_lexical"] = load_seeds_bm25(folder, aids, index.pool, rows)
+        kwargs.update(load_aids(index, folder, aids, graph, linking=linking, tagger=tagger,
+                                surface=kwargs.get("surface", True),
+                                passage_seeds=kwargs.get("passage_seeds", "dense+bm25")))
+    tagger = kwargs.pop("tagger", tagger)
     missing = [name for name, key in (("seed BM25 index", "seeds_lexical"), ("surface forms", "surface_forms"))
                if key in kwargs and kwargs[key] is None]
     if missing:

@@ -169,6 +169,17 @@ def loads_index_json(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
+def read_index_json(path: str | Path) -> Any:
+    """A JSON file of an index, parsed by :func:`loads_index_json` (a search's start reads megabytes of them).
+
+    Raises:
+        IndexFormatError: the file is missing or not JSON; the message names it."""
+    try:
+        return loads_index_json(Path(path).read_bytes())
+    except (OSError, ValueError, RecursionError) as exc:
+        raise IndexFormatError(f"{path}: unreadable index file ({exc}); rebuild the index") from exc
+
+
 def read_jsonl_numbered(path: str | Path, *, keep_surrogates: bool = False) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, parsed value)`` for each non-blank line; errors name the file and line.
     Lone surrogates are removed from every string, with a count in the log (unless ``keep_surrogates``:
