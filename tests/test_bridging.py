@@ -115,7 +115,8 @@ def test_fact_vectors_come_from_stored_rows_then_embedding():
 
     out = vectors_for(FACTS, rows, Embedder())  # what load_bridge gives facts: stored rows, then embedding
     assert np.allclose(out, VECTORS) and asked == [FACTS[1].text, FACTS[3].text]
-    graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5), titled=lambda weight: [])
+    graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5), titled=lambda weight: [],
+                            passage_index={})
     stored = load_bridge(None, graph, Embedder())  # fact embeddings stored with the graph: no index read
     assert np.allclose(stored.vectors, VECTORS) and len(asked) == 2
 
@@ -134,6 +135,30 @@ def test_a_title_node_bridges_through_the_propositions_of_the_passage_it_titles(
     seeds = Seeds(entities={5: 1.0})
     titled.add_to(seeds, QUERY, BridgeSettings(hops=1, top=1, weight=0.5))
     assert seeds.entities[1] == pytest.approx(0.5 * float(VECTORS[0] @ QUERY) / 3 ** 0.5)
+
+
+def test_a_bridged_entity_puts_its_weight_on_the_passages_it_titles_too():
+    """The director (1) titles passage node 7: bridged from the film, it adds ``title_passages`` times its own
+    gain to that passage's reset weight; a seed's titled passage gets none, nor does anything with 0."""
+    from sirerag.graph.linking import reset_vector
+
+    specific = np.array([1, 1, 1, 1, 1])
+    titles = [(0, "p0"), (1, "p1")]
+    bridge = PropositionBridge(FACTS, VECTORS, specific, titles=titles, passage_index={"p0": 6, "p1": 7, "p2": 8})
+    assert bridge.titled == {0: [6], 1: [7]}
+    seeds = Seeds(entities={0: 1.0})
+    bridge.add_to(seeds, QUERY, BridgeSettings(hops=1, top=1, weight=0.5, title_passages=2.0))
+    gain = 0.5 * float(VECTORS[0] @ QUERY)
+    assert seeds.entities[1] == pytest.approx(gain) and seeds.passages == {7: pytest.approx(2.0 * gain)}
+    graph = SimpleNamespace(n_nodes=9, n_entities=5, passages=("p0", "p1", "p2"))
+    reset = reset_vector(graph, seeds, None, 0.0)
+    assert reset[7] == pytest.approx(2.0 * gain) and reset[6] == 0.0 and reset[0] == 1.0
+    off = Seeds(entities={0: 1.0})
+    bridge.add_to(off, QUERY, BridgeSettings(hops=1, top=1, weight=0.5, title_passages=0.0))
+    assert off.passages == {} and off.entities == seeds.entities
+    unindexed = Seeds(entities={0: 1.0})  # without passage nodes nothing is titled
+    PropositionBridge(FACTS, VECTORS, specific, titles=titles).add_to(unindexed, QUERY, BridgeSettings(hops=1, top=1))
+    assert unindexed.passages == {}
 
 
 def test_title_edges_are_read_from_the_adjacency_by_their_weight():
@@ -164,6 +189,8 @@ def test_settings_are_checked():
         BridgeSettings.from_options(hops=1, weight=0.0)
     with pytest.raises(ConfigError, match="bridge_titles.*true or false"):
         BridgeSettings.from_options(titles=1)
+    with pytest.raises(ConfigError, match="bridge_title_passages.*a number >= 0"):
+        BridgeSettings.from_options(title_passages=-1.0)
     with pytest.raises(ConfigError, match="bridge_specificity.*a number in \\[0, 1\\]"):
         BridgeSettings.from_options(specificity=1.5)
     assert BridgeSettings.from_options(hops=2) == BridgeSettings(hops=2)

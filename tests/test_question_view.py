@@ -127,7 +127,26 @@ def test_bridging_is_on_by_default_where_the_index_stores_proposition_vectors(in
         assert reached and all((node, ppr.bridge.facts[f].passage) in titled for f, nodes in reached for node in nodes)
         assert all(node not in ppr.bridge.facts[f].entities for f, nodes in reached for node in nodes)
     with load_retriever("ppr", index, bridge_titles=False) as retriever:
-        assert retriever.base.bridge.title_facts is None
+        # the title edges are read all the same: bridging skips them per search, a bridged title keeps its passage
+        assert retriever.base.bridge_settings.titles is False and retriever.base.bridge.titled
     out = tmp_path / "r.html"
     write_report(index_dir, out, questions=[QUESTION], show_progress=False)
     assert 'class="bridges"' in out.read_text(encoding="utf-8")
+
+
+def test_the_passage_a_bridged_entity_titles_gets_a_reset_share_the_panel_names(index_dir):
+    from sirerag.report.questions import _why
+
+    index = load_index(index_dir)
+    titles = {d.id: d.title for d in index.documents()}
+    question = f"Who founded <i>{TITLES[37]}</i>?"
+
+    def titled_by_a_bridge(**options):
+        with load_retriever("ppr", index, **options) as retriever:
+            view = explain(retriever, question, titles, k=5)
+        return {p.passage: p for p in view.passages if any(edge == "title" for _, edge in p.bridges)}
+
+    with_weight, without = titled_by_a_bridge(), titled_by_a_bridge(bridge_title_passages=0.0)
+    shared = set(with_weight) & set(without)
+    assert shared and all(with_weight[p].reset_share > without[p].reset_share for p in shared)
+    assert all("passage seed (dense + BM25) and its bridged title" in _why(with_weight[p]) for p in shared)

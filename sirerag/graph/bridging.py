@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,15 +56,17 @@ class BridgeSettings:
     seed_weight: float = 0.3
     titles: bool = True
     specificity: float = 0.5
+    title_passages: float = 1.0
 
     @classmethod
     def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,
                      weight: float | None = None, max_seeds: int | None = None,
                      seed_weight: float | None = None, titles: bool | None = None,
-                     specificity: float | None = None) -> "BridgeSettings":
+                     specificity: float | None = None, title_passages: float | None = None) -> "BridgeSettings":
         """Settings from retriever options (None: the default), validated."""
         given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds,
-                 "seed_weight": seed_weight, "titles": titles, "specificity": specificity}
+                 "seed_weight": seed_weight, "titles": titles, "specificity": specificity,
+                 "title_passages": title_passages}
         settings = cls(**{k: v for k, v in given.items() if v is not None})
         settings.validate()
         return settings
@@ -86,6 +88,9 @@ class BridgeSettings:
         check(isinstance(self.titles, bool), "bridge_titles", self.titles, "true or false")
         check(isinstance(self.specificity, (int, float)) and not isinstance(self.specificity, bool)
               and 0.0 <= self.specificity <= 1.0, "bridge_specificity", self.specificity, "a number in [0, 1]")
+        check(isinstance(self.title_passages, (int, float)) and not isinstance(self.title_passages, bool)
+              and self.title_passages >= 0.0, "bridge_title_passages", self.title_passages,
+              "a number >= 0 (0: a bridged entity's passages get no reset weight of their own)")
 
 
 class PropositionBridge:
@@ -100,10 +105,13 @@ class PropositionBridge:
         rows: ``(len(facts),)`` the row of ``vectors`` of each fact (None: row ``i`` is ``facts[i]``'s).
         titles: ``(entity node, passage id)`` title edges (:meth:`EntityGraph.titled`): a title node also
             bridges through the facts of the passages it titles.
+        passage_index: passage id -> node (:attr:`EntityGraph.passage_index`): with it, a bridged entity's
+            titled passages get reset weight of their own (``title_passages``; none without it).
     """
 
     def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray,
-                 rows: np.ndarray | None = None, titles: Sequence[tuple[int, str]] = ()) -> None:
+                 rows: np.ndarray | None = None, titles: Sequence[tuple[int, str]] = (),
+                 passage_index: Mapping[str, int] | None = None) -> None:
         if rows is not None and (len(rows) != len(facts) or (
                 len(rows) and not (0 <= int(np.min(rows)) and int(np.max(rows)) < len(vectors)))):
             raise ValueError(f"{len(rows)} vector rows for {len(facts)} graph facts, or a row outside the "
@@ -127,6 +135,10 @@ class PropositionBridge:
         self.entity_facts = sp.csr_matrix((np.ones(len(self._named), np.float32), (self._named, naming)),
                                           shape=(n_entities, len(facts)))
         self.title_facts, self._fact_titles = _title_facts(fact_passage, passage_key, titles, self.entity_facts)
+        self.titled: dict[int, list[int]] = {}  # entity node -> the passage nodes it titles
+        for entity, passage in titles if passage_index is not None else ():
+            if passage in passage_index:
+                self.titled.setdefault(int(entity), []).append(passage_index[passage])
 
     def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
                 avoid: Sequence[int] = ()) -> list[Bridge]:
@@ -198,6 +210,8 @@ class PropositionBridge:
             specificity = max(float(self.passages[bridge.node]) - 1.0, 1.0) ** -settings.specificity
             gain = weight * bridge.score * min(specificity, parent)
             seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain
+            for passage in self.titled.get(bridge.node, ()) if settings.title_passages > 0 else ():
+                seeds.passages[passage] = seeds.passages.get(passage, 0.0) + settings.title_passages * gain
         seeds.bridges = found
 
     def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
@@ -255,7 +269,8 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
 
     titles = graph.titled(title_weight)
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
-        return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, titles=titles)
+        return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, titles=titles,
+                                 passage_index=graph.passage_index)
     component, record = index.manifest.component("proposition_vectors"), index.manifest.files.get(PROPOSITIONS)
     if aids and component is not None and record is not None and isinstance(component.info.get("rows"), int):
         with index.reading():  # the rows of the loaded commit
@@ -264,7 +279,8 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
             if rows is not None:
                 vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True)
                 if vectors.ndim == 2 and vectors.shape[0] == component.info["rows"]:
-                    return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows, titles=titles)
+                    return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows, titles=titles,
+                                             passage_index=graph.passage_index)
     props = list(index.propositions())
     with index.reading():  # the vectors of the loaded commit
         stored = load_proposition_vectors(index.path, len(props))
@@ -274,4 +290,4 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
                        "store them)", index.path, len(graph.facts))
     # a fact is a proposition with entities: its id is the proposition's
     return PropositionBridge(graph.facts, vectors_for(graph.facts, known, embedder), graph.entity_passages,
-                             titles=titles)
+                             titles=titles, passage_index=graph.passage_index)

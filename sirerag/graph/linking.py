@@ -47,6 +47,8 @@ class Seeds:
         candidates: the facts considered before the recognition filter.
         query_entities: for ``ner``: ``(query entity, linked node, cosine)``.
         bridges: entities added by bridging (their weights are in ``entities`` too).
+        passages: passage node -> reset weight: the passages a bridged entity titles
+            (:class:`~sirerag.graph.bridging.BridgeSettings` ``title_passages``).
     """
 
     entities: dict[int, float] = field(default_factory=dict)
@@ -54,6 +56,7 @@ class Seeds:
     candidates: list[tuple[int, float]] = field(default_factory=list)
     query_entities: list[tuple[str, int, float]] = field(default_factory=list)
     bridges: list[Bridge] = field(default_factory=list)
+    passages: dict[int, float] = field(default_factory=dict)
 
 
 def min_max(scores: np.ndarray) -> np.ndarray:
@@ -139,10 +142,10 @@ def fact_seeds(graph: EntityGraph, facts: Sequence[tuple[int, float]], top_entit
 
 def reset_vector(graph: EntityGraph, seeds: Seeds, passage_scores: np.ndarray | None,
                  passage_weight: float) -> np.ndarray:
-    """The reset vector over all nodes: entity seeds plus ``passage_weight`` times the
-    min-max normalised dense passage scores (omitted when the weight is 0)."""
+    """The reset vector over all nodes: entity seeds, the passages bridged entities title, plus
+    ``passage_weight`` times the min-max normalised dense passage scores (omitted when the weight is 0)."""
     reset = np.zeros(graph.n_nodes, dtype=np.float64)
-    for node, weight in seeds.entities.items():
+    for node, weight in (*seeds.entities.items(), *seeds.passages.items()):
         reset[node] += weight
     if passage_weight > 0 and passage_scores is not None and len(graph.passages):
         reset[graph.n_entities:] += passage_weight * min_max(passage_scores)

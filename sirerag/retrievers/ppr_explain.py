@@ -46,7 +46,8 @@ class BridgeView:
 @dataclass(frozen=True)
 class PassageView:
     """A passage by PageRank mass: its rank by mass, its rank in the search results (0 when it is not
-    among them), the mass, its passage-seed reset share and the seed or bridged entities it contains
+    among them), the mass, its reset share (its passage-seed score and, when a bridged entity titles it, its share
+    of that entity's weight) and the seed or bridged entities it contains
     (``title`` when the entity is the passage's title)."""
 
     rank: int
