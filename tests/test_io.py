@@ -89,3 +89,19 @@ def test_atomic_dir_replaces_on_success_and_keeps_the_old_folder_on_failure(tmp_
         (tmp / "b.txt").write_text("third")
     assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary or old folder left
+
+
+def test_an_index_json_file_is_read_with_orjson_and_a_bad_one_is_named(tmp_path):
+    from sirerag.core.errors import IndexFormatError
+    from sirerag.core.io.files import read_index_json
+
+    good = tmp_path / "surface.json"
+    good.write_text('[["paris", 3], ["nan", NaN]]', encoding="utf-8")  # NaN: orjson refuses, json reads
+    value = read_index_json(good)
+    assert value[0] == ["paris", 3] and value[1][1] != value[1][1]
+    bad = tmp_path / "tagger.json"
+    bad.write_text('{"counts": ', encoding="utf-8")
+    with pytest.raises(IndexFormatError, match=r"tagger\.json: unreadable index file .*; rebuild the index"):
+        read_index_json(bad)
+    with pytest.raises(IndexFormatError, match=r"absent\.json: unreadable index file"):
+        read_index_json(tmp_path / "absent.json")

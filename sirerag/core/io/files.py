@@ -170,10 +170,7 @@ def loads_index_json(raw: bytes | str) -> Any:
 
 
 def read_index_json(path: str | Path) -> Any:
-    """A JSON file of an index, parsed by :func:`loads_index_json` (a search's start reads megabytes of them).
-
-    Raises:
-        IndexFormatError: the file is missing or not JSON; the message names it."""
+    """A JSON file of an index, parsed by :func:`loads_index_json`; IndexFormatError naming it if unreadable."""
     try:
         return loads_index_json(Path(path).read_bytes())
     except (OSError, ValueError, RecursionError) as exc:
