@@ -116,7 +116,7 @@ def test_fact_vectors_come_from_stored_rows_then_embedding():
     out = vectors_for(FACTS, rows, Embedder())  # what load_bridge gives facts: stored rows, then embedding
     assert np.allclose(out, VECTORS) and asked == [FACTS[1].text, FACTS[3].text]
     graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5), titled=lambda weight: [],
-                            passage_index={})
+                            passage_index={}, adjacency=None, entity_embeddings=np.zeros((0, 3), np.float32))
     stored = load_bridge(None, graph, Embedder())  # fact embeddings stored with the graph: no index read
     assert np.allclose(stored.vectors, VECTORS) and len(asked) == 2
 
@@ -161,6 +161,32 @@ def test_a_bridged_entity_puts_its_weight_on_the_passages_it_titles_too():
     assert unindexed.passages == {}
 
 
+def test_a_bridged_entity_that_titles_nothing_gives_a_share_to_its_closest_synonyms_title():
+    """The spouse (3) titles nothing; its neighbours 1 (cosine 0.9) and 4 (0.95) title p1 and p2: bridged, it
+    gives synonym_titles x 0.95 of its gain to p2 (node 8); not below the threshold, nor with 0."""
+    import scipy.sparse as sp
+
+    vectors = np.array([[1, 0, 0], [0.9, np.sqrt(1 - 0.81), 0], [0, 1, 0], [1, 0, 0],
+                        [0.95, 0, np.sqrt(1 - 0.9025)]], dtype=np.float32)
+    edges = [(3, 1), (3, 4), (3, 2)]  # 2 titles nothing: not a candidate
+    rows, cols = zip(*(edges + [(b, a) for a, b in edges]))
+    adjacency = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(9, 9))
+    bridge = PropositionBridge(FACTS, VECTORS, np.ones(5), titles=[(1, "p1"), (4, "p2")],
+                               passage_index={"p0": 6, "p1": 7, "p2": 8}, adjacency=adjacency,
+                               entity_vectors=vectors, synonym_threshold=0.8)
+    settings = BridgeSettings(synonym_titles=0.3)
+    assert bridge.title_passages(1, settings) == [(7, 1.0)]  # its own title first
+    assert bridge.title_passages(3, settings) == [(8, pytest.approx(0.3 * 0.95))]
+    assert bridge.title_passages(3, BridgeSettings(synonym_titles=0.0)) == []
+    strict = PropositionBridge(FACTS, VECTORS, np.ones(5), titles=[(1, "p1"), (4, "p2")],
+                               passage_index={"p0": 6, "p1": 7, "p2": 8}, adjacency=adjacency,
+                               entity_vectors=vectors, synonym_threshold=0.96)
+    assert strict.title_passages(3, settings) == []
+    seeds = Seeds(entities={1: 1.0})  # the director bridges to the spouse through f2
+    bridge.add_to(seeds, QUERY, BridgeSettings(hops=1, top=2, weight=0.5, synonym_titles=0.3))
+    assert seeds.passages == {8: pytest.approx(0.3 * 0.95 * seeds.entities[3])}
+
+
 def test_title_edges_are_read_from_the_adjacency_by_their_weight():
     """A mention edge weighs 1, a title edge title_weight, both their sum: the title edges are those of at least
     title_weight, and none can be told apart when title_weight is at most 1."""
@@ -189,6 +215,8 @@ def test_settings_are_checked():
         BridgeSettings.from_options(hops=1, weight=0.0)
     with pytest.raises(ConfigError, match="bridge_titles.*true or false"):
         BridgeSettings.from_options(titles=1)
+    with pytest.raises(ConfigError, match=r"bridge_synonym_titles.*a number in \[0, 1\]"):
+        BridgeSettings.from_options(synonym_titles=1.5)
     with pytest.raises(ConfigError, match="bridge_title_passages.*a number >= 0"):
         BridgeSettings.from_options(title_passages=-1.0)
     with pytest.raises(ConfigError, match="bridge_specificity.*a number in \\[0, 1\\]"):

@@ -26,71 +26,19 @@ is penalised for its other passages less than a seed is (``1 / passages``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from sirerag.core.errors import check
 from sirerag.core.io import load_npy
+from sirerag.graph.bridge_settings import BridgeSettings
 from sirerag.graph.build import EntityGraph, GraphFact
 from sirerag.graph.facts import FactTable, fact_arrays
 from sirerag.graph.linking import Bridge, Seeds
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BridgeSettings:
-    """How far and how wide bridging goes (``hops`` 0 turns it off). The defaults were measured on the three
-    bench corpora (docs/ppr.md, "Bridging through propositions"): two hops, the three best propositions per
-    hop, half the weight, from questions that link one seed entity; a question that links more bridges one hop
-    from each seed on its own, through its best proposition, at ``seed_weight`` (0.3) of that weight."""
-
-    hops: int = 2
-    top: int = 3
-    threshold: float = 0.0
-    weight: float = 0.5
-    max_seeds: int = 1
-    seed_weight: float = 0.3
-    titles: bool = True
-    specificity: float = 0.5
-    title_passages: float = 1.0
-
-    @classmethod
-    def from_options(cls, hops: int | None = None, top: int | None = None, threshold: float | None = None,
-                     weight: float | None = None, max_seeds: int | None = None,
-                     seed_weight: float | None = None, titles: bool | None = None,
-                     specificity: float | None = None, title_passages: float | None = None) -> "BridgeSettings":
-        """Settings from retriever options (None: the default), validated."""
-        given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds,
-                 "seed_weight": seed_weight, "titles": titles, "specificity": specificity,
-                 "title_passages": title_passages}
-        settings = cls(**{k: v for k, v in given.items() if v is not None})
-        settings.validate()
-        return settings
-
-    def validate(self) -> None:
-        check(isinstance(self.hops, int) and not isinstance(self.hops, bool) and 0 <= self.hops <= 3,
-              "bridge_hops", self.hops, "an integer from 0 to 3")
-        check(isinstance(self.top, int) and not isinstance(self.top, bool) and self.top >= 1,
-              "bridge_top", self.top, "an integer >= 1")
-        check(isinstance(self.threshold, (int, float)) and -1.0 <= self.threshold <= 1.0,
-              "bridge_threshold", self.threshold, "a number in [-1, 1]")
-        check(isinstance(self.weight, (int, float)) and self.weight > 0, "bridge_weight", self.weight,
-              "a number > 0")
-        check(isinstance(self.max_seeds, int) and not isinstance(self.max_seeds, bool) and self.max_seeds >= 0,
-              "bridge_max_seeds", self.max_seeds, "an integer >= 0 (0: any number of seeds)")
-        check(isinstance(self.seed_weight, (int, float)) and not isinstance(self.seed_weight, bool)
-              and 0.0 <= self.seed_weight <= 1.0, "bridge_seed_weight", self.seed_weight,
-              "a number in [0, 1] (0: questions with more seeds than bridge_max_seeds do not bridge)")
-        check(isinstance(self.titles, bool), "bridge_titles", self.titles, "true or false")
-        check(isinstance(self.specificity, (int, float)) and not isinstance(self.specificity, bool)
-              and 0.0 <= self.specificity <= 1.0, "bridge_specificity", self.specificity, "a number in [0, 1]")
-        check(isinstance(self.title_passages, (int, float)) and not isinstance(self.title_passages, bool)
-              and self.title_passages >= 0.0, "bridge_title_passages", self.title_passages,
-              "a number >= 0 (0: a bridged entity's passages get no reset weight of their own)")
 
 
 class PropositionBridge:
@@ -107,11 +55,15 @@ class PropositionBridge:
             bridges through the facts of the passages it titles.
         passage_index: passage id -> node (:attr:`EntityGraph.passage_index`): with it, a bridged entity's
             titled passages get reset weight of their own (``title_passages``; none without it).
+        adjacency, entity_vectors, synonym_threshold: the graph's adjacency and entity embeddings and its
+            synonym threshold: a bridged entity that titles nothing gives the passage of its closest neighbour
+            title at or above the threshold a share of its weight (``synonym_titles``; none without them).
     """
 
     def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray,
                  rows: np.ndarray | None = None, titles: Sequence[tuple[int, str]] = (),
-                 passage_index: Mapping[str, int] | None = None) -> None:
+                 passage_index: Mapping[str, int] | None = None, adjacency: sp.csr_matrix | None = None,
+                 entity_vectors: np.ndarray | None = None, synonym_threshold: float = 0.8) -> None:
         if rows is not None and (len(rows) != len(facts) or (
                 len(rows) and not (0 <= int(np.min(rows)) and int(np.max(rows)) < len(vectors)))):
             raise ValueError(f"{len(rows)} vector rows for {len(facts)} graph facts, or a row outside the "
@@ -139,6 +91,9 @@ class PropositionBridge:
         for entity, passage in titles if passage_index is not None else ():
             if passage in passage_index:
                 self.titled.setdefault(int(entity), []).append(passage_index[passage])
+        usable = adjacency is not None and entity_vectors is not None and len(entity_vectors) == n_entities
+        self._adjacency, self._entity_vectors = (adjacency, entity_vectors) if usable else (None, None)
+        self.synonym_threshold = float(synonym_threshold)
 
     def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
                 avoid: Sequence[int] = ()) -> list[Bridge]:
@@ -210,9 +165,28 @@ class PropositionBridge:
             specificity = max(float(self.passages[bridge.node]) - 1.0, 1.0) ** -settings.specificity
             gain = weight * bridge.score * min(specificity, parent)
             seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain
-            for passage in self.titled.get(bridge.node, ()) if settings.title_passages > 0 else ():
-                seeds.passages[passage] = seeds.passages.get(passage, 0.0) + settings.title_passages * gain
+            for passage, share in self.title_passages(bridge.node, settings) if settings.title_passages > 0 else ():
+                seeds.passages[passage] = seeds.passages.get(passage, 0.0) + settings.title_passages * share * gain
         seeds.bridges = found
+
+    def title_passages(self, node: int, settings: BridgeSettings) -> list[tuple[int, float]]:
+        """``(passage node, share)``: the passages entity ``node`` titles (share 1), or, when it titles none, those
+        of its closest neighbour that titles one, if their names embed at least ``synonym_threshold`` apart
+        (share ``synonym_titles x cosine``): "Nixon" for the passage "Richard Nixon"."""
+        if node in self.titled:
+            return [(p, 1.0) for p in self.titled[node]]
+        if self._adjacency is None or settings.synonym_titles <= 0:
+            return []
+        start, stop = self._adjacency.indptr[node], self._adjacency.indptr[node + 1]
+        titles = [int(n) for n in self._adjacency.indices[start:stop] if int(n) in self.titled]
+        if not titles:
+            return []
+        cosines = np.asarray(self._entity_vectors[titles], dtype=np.float32) @ np.asarray(
+            self._entity_vectors[node], dtype=np.float32)
+        best = int(np.argmax(cosines))  # the first of equals: the lowest node
+        if float(cosines[best]) < self.synonym_threshold:
+            return []
+        return [(p, settings.synonym_titles * float(cosines[best])) for p in self.titled[titles[best]]]
 
     def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
         """Bridges from each seed on its own (one hop, the best proposition, never to another seed),
@@ -255,7 +229,7 @@ def _title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: 
 
 
 def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None, *,
-                title_weight: float = 0.0) -> PropositionBridge:
+                title_weight: float = 0.0, synonym_threshold: float = 0.8) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
     where it has them; facts without a stored vector are embedded now (with a warning). ``title_weight``: the
     graph's (its ``settings``), from which its title edges are read (:meth:`EntityGraph.titled`).
@@ -268,9 +242,10 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
     from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, load_proposition_vectors, vectors_for
 
     titles = graph.titled(title_weight)
+    nodes = {"titles": titles, "passage_index": graph.passage_index, "adjacency": graph.adjacency,
+             "entity_vectors": graph.entity_embeddings, "synonym_threshold": synonym_threshold}
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
-        return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, titles=titles,
-                                 passage_index=graph.passage_index)
+        return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, **nodes)
     component, record = index.manifest.component("proposition_vectors"), index.manifest.files.get(PROPOSITIONS)
     if aids and component is not None and record is not None and isinstance(component.info.get("rows"), int):
         with index.reading():  # the rows of the loaded commit
@@ -279,8 +254,7 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
             if rows is not None:
                 vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True)
                 if vectors.ndim == 2 and vectors.shape[0] == component.info["rows"]:
-                    return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows, titles=titles,
-                                             passage_index=graph.passage_index)
+                    return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows, **nodes)
     props = list(index.propositions())
     with index.reading():  # the vectors of the loaded commit
         stored = load_proposition_vectors(index.path, len(props))
@@ -290,4 +264,4 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
                        "store them)", index.path, len(graph.facts))
     # a fact is a proposition with entities: its id is the proposition's
     return PropositionBridge(graph.facts, vectors_for(graph.facts, known, embedder), graph.entity_passages,
-                             titles=titles, passage_index=graph.passage_index)
+                             **nodes)

@@ -221,7 +221,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
          bridge_top: int | None = None, bridge_threshold: float | None = None, bridge_weight: float | None = None,
          bridge_max_seeds: int | None = None, bridge_seed_weight: float | None = None,
          bridge_titles: bool | None = None, bridge_specificity: float | None = None,
-         bridge_title_passages: float | None = None) -> PPRRetriever:
+         bridge_title_passages: float | None = None, bridge_synonym_titles: float | None = None) -> PPRRetriever:
     """PPR retriever over a loaded index built with ``--graph``.
 
     Options: ``linking`` (``fact``/``ner``), ``fact_filter`` (an LLM, or an LLM spec such
@@ -231,7 +231,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     ``surface``, ``passage_seeds``, ``bm25_share``, ``entry_score`` (see :class:`PPRRetriever`);
     ``bridge_hops`` (0 = off; default 2 when the index stores its proposition vectors), ``bridge_top``,
     ``bridge_threshold``, ``bridge_weight``, ``bridge_max_seeds``, ``bridge_seed_weight``, ``bridge_titles``,
-    ``bridge_specificity``, ``bridge_title_passages`` (defaults:
+    ``bridge_specificity``, ``bridge_title_passages``, ``bridge_synonym_titles`` (defaults:
     :class:`~sirerag.graph.bridging.BridgeSettings`):
     query-conditioned bridging through propositions (:mod:`sirerag.graph.bridging`, ``ner`` linking).
 
@@ -249,7 +249,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
         index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
         settings_b = BridgeSettings.from_options(bridge_hops, bridge_top, bridge_threshold, bridge_weight,
                                                  bridge_max_seeds, bridge_seed_weight, bridge_titles,
-                                                 bridge_specificity, bridge_title_passages)
+                                                 bridge_specificity, bridge_title_passages, bridge_synonym_titles)
         if bridge_hops is None and settings_b.hops and index.manifest.component("proposition_vectors") is None:
             logger.info("%s: no stored proposition vectors (an older build): PPR runs without bridging", index.path)
             settings_b = BridgeSettings(hops=0)
@@ -280,8 +280,11 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     if settings_b.hops > 0 and linking == "ner":
         # the title edges: for bridging through a title's passage (``bridge_titles``, checked per search) and
         # for the passages a bridged entity titles (``bridge_title_passages``)
-        title_weight = float(settings.get("title_weight", 0.0))
-        kwargs["bridge"] = load_bridge(index, graph, embedder, aids, title_weight=title_weight)
+        # the title edges (bridging through a title's passage, ``bridge_titles``, is checked per search; the
+        # passages bridged entities or their synonyms title) and the synonym threshold, as the graph was built
+        kwargs["bridge"] = load_bridge(index, graph, embedder, aids,
+                                       title_weight=float(settings.get("title_weight", 0.0)),
+                                       synonym_threshold=float(settings.get("synonym_threshold", 0.8)))
         kwargs["bridge_settings"] = settings_b
     return PPRRetriever(graph, index.pool, embedder, linking=linking, tagger=tagger, llm=fact_filter, **kwargs)
 
