@@ -16,7 +16,8 @@ from typing import Sequence
 
 from sirerag.datasets.base import Collector, Conversion, field_of, question_row, records
 from sirerag.core.errors import InputError
-from sirerag.core.io.files import atomic_path, write_jsonl
+from sirerag.core.io.atomic import atomic_path
+from sirerag.core.io.files import write_jsonl
 
 NAME = "beir"
 INPUTS = "a BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)"

@@ -1,9 +1,8 @@
 """Reading and writing: JSONL/NPY/JSON files written atomically, manifests, corpora, locks, TSV collections."""
 from __future__ import annotations
 
+from sirerag.core.io.atomic import atomic_dir, atomic_path
 from sirerag.core.io.files import (
-    atomic_dir,
-    atomic_path,
     damaged,
     load_npy,
     read_json,

@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sirerag.core.io.files import atomic_path, user_cache_dir
+from sirerag.core.io.atomic import atomic_path
+from sirerag.core.io.files import user_cache_dir
 
 logger = logging.getLogger(__name__)
 

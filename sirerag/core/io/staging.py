@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
-from sirerag.core.io.files import make_temp_dir, swap_dir
+from sirerag.core.io.atomic import make_temp_dir, swap_dir
 from sirerag.core.io.guard import check_index_out, refuse_special
 from sirerag.core.io.lock import index_lock
 from sirerag.core.io.manifest import UNLISTED

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from sirerag.core.io.files import atomic_path
+from sirerag.core.io.atomic import atomic_path
 
 _TSV_BREAKS = re.compile(r"[\t\r\n]+")
 
