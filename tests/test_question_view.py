@@ -150,3 +150,6 @@ def test_the_passage_a_bridged_entity_titles_gets_a_reset_share_the_panel_names(
     shared = set(with_weight) & set(without)
     assert shared and all(with_weight[p].reset_share > without[p].reset_share for p in shared)
     assert all("passage seed (dense + BM25) and its bridged title" in _why(with_weight[p]) for p in shared)
+    # the share the panel names is the bridged weight itself, read from the seeds, not guessed from the edges
+    assert all(0 < with_weight[p].title_share <= with_weight[p].reset_share for p in shared)
+    assert all(without[p].title_share == 0 for p in shared)

@@ -91,6 +91,8 @@ class PropositionBridge:
         for entity, passage in titles if passage_index is not None else ():
             if passage in passage_index:
                 self.titled.setdefault(int(entity), []).append(passage_index[passage])
+        self._titles = np.zeros(n_entities, dtype=bool)  # the entity nodes that title a passage
+        self._titles[list(self.titled)] = True
         usable = adjacency is not None and entity_vectors is not None and len(entity_vectors) == n_entities
         self._adjacency, self._entity_vectors = (adjacency, entity_vectors) if usable else (None, None)
         self.synonym_threshold = float(synonym_threshold)
@@ -177,16 +179,17 @@ class PropositionBridge:
             return [(p, 1.0) for p in self.titled[node]]
         if self._adjacency is None or settings.synonym_titles <= 0:
             return []
-        start, stop = self._adjacency.indptr[node], self._adjacency.indptr[node + 1]
-        titles = [int(n) for n in self._adjacency.indices[start:stop] if int(n) in self.titled]
-        if not titles:
+        neighbours = self._adjacency.indices[self._adjacency.indptr[node]:self._adjacency.indptr[node + 1]]
+        neighbours = neighbours[neighbours < len(self._titles)]  # entity nodes (passage nodes come after)
+        titles = neighbours[self._titles[neighbours]]
+        if not titles.size:
             return []
         cosines = np.asarray(self._entity_vectors[titles], dtype=np.float32) @ np.asarray(
             self._entity_vectors[node], dtype=np.float32)
         best = int(np.argmax(cosines))  # the first of equals: the lowest node
         if float(cosines[best]) < self.synonym_threshold:
             return []
-        return [(p, settings.synonym_titles * float(cosines[best])) for p in self.titled[titles[best]]]
+        return [(p, settings.synonym_titles * float(cosines[best])) for p in self.titled[int(titles[best])]]
 
     def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
         """Bridges from each seed on its own (one hop, the best proposition, never to another seed),

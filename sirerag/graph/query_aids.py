@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.core.io import load_npy, read_jsonl, save_npy, write_json
+from sirerag.core.io.checksums import sha256_file
 from sirerag.core.io.files import read_index_json
 from sirerag.core.types import Pool
 
@@ -85,7 +86,7 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
             save_npy(directory / ENTRY_NODES, entry_node_pairs(pool, passage_index))
             save_npy(directory / SEED_NODES, np.stack(seed_rows(pool, passage_index)))
             record[POOL_NODES] = {"entry_nodes": ENTRY_NODES, "seed_nodes": SEED_NODES, "entries": len(pool),
-                                  "entries_sha256": hashlib.sha256(entries.read_bytes()).hexdigest()}
+                                  "entries_sha256": sha256_file(entries)}
     if surface_forms is not None:
         write_json(directory / SURFACE, [[form, int(node)] for form, node in surface_forms])
         record["surface"] = {"path": SURFACE, "forms": len(surface_forms), "min_chars": int(min_chars)}
@@ -97,7 +98,7 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
         if rows is not None:
             save_npy(directory / FACT_ROWS, rows)
             record["fact_rows"] = {"path": FACT_ROWS, "facts": int(rows.size),
-                                   "propositions_sha256": hashlib.sha256(propositions.read_bytes()).hexdigest()}
+                                   "propositions_sha256": sha256_file(propositions)}
     return record
 
 

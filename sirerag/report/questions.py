@@ -38,8 +38,7 @@ def _why(p: PassageView) -> str:
     parts = [f"{'title is' if edge == 'title' else 'names'} seed <b>{_E(name)}</b>" for name, edge in p.seeds]
     parts += [f"{'title is' if edge == 'title' else 'names'} bridged <b>{_E(name)}</b>" for name, edge in p.bridges]
     if p.reset_share > 0:
-        titled = any(edge == "title" for _, edge in p.bridges)  # a bridged entity's weight on its passage
-        source = "passage seed (dense + BM25)" + (" and its bridged title" if titled else "")
+        source = "passage seed (dense + BM25)" + (" and its bridged title" if p.title_share > 0 else "")
         parts.append(f"{source} {_share(p.reset_share)} of the reset")
     return "; ".join(parts) or "reached through the graph only"
 

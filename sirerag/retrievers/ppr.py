@@ -278,8 +278,6 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
 
         fact_filter = load_llm(fact_filter, cache_dir=index.path / "cache" / "llm")
     if settings_b.hops > 0 and linking == "ner":
-        # the title edges: for bridging through a title's passage (``bridge_titles``, checked per search) and
-        # for the passages a bridged entity titles (``bridge_title_passages``)
         # the title edges (bridging through a title's passage, ``bridge_titles``, is checked per search; the
         # passages bridged entities or their synonyms title) and the synonym threshold, as the graph was built
         kwargs["bridge"] = load_bridge(index, graph, embedder, aids,

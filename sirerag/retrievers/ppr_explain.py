@@ -46,8 +46,8 @@ class BridgeView:
 @dataclass(frozen=True)
 class PassageView:
     """A passage by PageRank mass: its rank by mass, its rank in the search results (0 when it is not
-    among them), the mass, its reset share (its passage-seed score and, when a bridged entity titles it, its share
-    of that entity's weight) and the seed or bridged entities it contains
+    among them), the mass, its reset share (its passage-seed score plus ``title_share``, the weight a bridged
+    entity that titles it, or a synonym of its title, gave it) and the seed or bridged entities it contains
     (``title`` when the entity is the passage's title)."""
 
     rank: int
@@ -58,6 +58,7 @@ class PassageView:
     reset_share: float
     seeds: tuple[tuple[str, str], ...]
     bridges: tuple[tuple[str, str], ...]
+    title_share: float = 0.0
 
 
 @dataclass
@@ -135,7 +136,8 @@ def explain(retriever: Any, question: str, titles: dict[str, str], *, k: int = 1
                 found[kind].append((graph.entities[n], edge))
         view.passages.append(PassageView(rank, passage, title, float(column[node]), search_rank.get(passage, 0),
                                          round(float(reset[node]) / total, 4), tuple(sorted(found["seed"])),
-                                         tuple(sorted(found["bridge"]))))
+                                         tuple(sorted(found["bridge"])),
+                                         round(seeds.passages.get(node, 0.0) / total, 4)))
     return view
 
 

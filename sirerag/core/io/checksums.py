@@ -39,6 +39,15 @@ def file_record(path: str | Path) -> dict[str, Any]:
     return record
 
 
+def sha256_file(path: str | Path) -> str:
+    """The sha256 hex digest of the file at ``path``, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def sample_digest(path: str | Path) -> str:
     """sha256 of :data:`SAMPLE_BLOCKS` blocks of :data:`SAMPLE_BLOCK` bytes spread evenly over the file
     (the whole file when it is smaller): what loading checks of an array, at the cost of a few reads."""

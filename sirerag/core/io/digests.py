@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sirerag.core.io.atomic import atomic_path
+from sirerag.core.io.checksums import sha256_file
 from sirerag.core.io.files import user_cache_dir
 
 logger = logging.getLogger(__name__)
@@ -43,11 +44,7 @@ def _digest(path: str, size: int, mtime_ns: int, inode: int, ctime_ns: int) -> s
             return known["sha256"]
     except (OSError, ValueError):
         pass
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    hexdigest = digest.hexdigest()
+    hexdigest = sha256_file(path)
     try:
         with atomic_path(memo) as tmp:
             tmp.write_text(json.dumps({**stamp, "sha256": hexdigest}) + "\n", encoding="utf-8")
