@@ -20,7 +20,6 @@ from sirerag.core.io.files import user_cache_dir
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "NUMBA_CACHE_DIR"
-_CACHED_PACKAGES = ("umap", "pynndescent")
 
 
 def numba_cache_dir() -> Path:
@@ -54,27 +53,10 @@ def configure_numba_cache() -> str | None:
 def cache_umap_functions() -> int:
     """Import ``umap`` and ``pynndescent`` and give every module-level jitted function of theirs
     that has no file cache numba's own one (``Dispatcher.enable_caching``), so what a
-    process compiles is reused by the next. Returns how many functions were switched.
-
-    Functions that cannot be cached (closures over other functions, dynamic globals) are
-    left as numba decides: it warns and compiles them in memory, as before.
+    process compiles is reused by the next; the clustering's worker processes do the same when this
+    process did (:func:`sirerag.clustering.processes.file_cache_functions`). Returns how many functions
+    were switched.
     """
-    import importlib
-    import warnings
+    from sirerag.clustering.processes import file_cache_functions
 
-    from numba.core.caching import NullCache
-    from numba.core.dispatcher import Dispatcher
-
-    for package in _CACHED_PACKAGES:
-        importlib.import_module(package)
-    switched = 0
-    for name, module in list(sys.modules.items()):
-        if module is None or name.split(".")[0] not in _CACHED_PACKAGES:
-            continue
-        for value in list(vars(module).values()):
-            if isinstance(value, Dispatcher) and isinstance(value._cache, NullCache):
-                value.enable_caching()
-                switched += 1
-    warnings.filterwarnings("ignore", message=r"Cannot cache compiled function", module=r"numba\..*")
-    logger.debug("numba file cache switched on for %d functions of %s", switched, ", ".join(_CACHED_PACKAGES))
-    return switched
+    return file_cache_functions()

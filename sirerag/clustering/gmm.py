@@ -30,6 +30,8 @@ from typing import Callable
 
 import numpy as np
 
+from sirerag.clustering.processes import active_pool
+
 logger = logging.getLogger(__name__)
 
 SEARCHES = ("fast", "exhaustive")
@@ -43,7 +45,8 @@ BRACKETS = 2
 class ClusterStats:
     """Counters filled in by :func:`sirerag.clustering.cluster` (for logs and benchmarks).
 
-    ``seconds_*`` are wall-clock, ``cpu_seconds_*`` process CPU time (all threads).
+    ``seconds_*`` are wall-clock, ``cpu_seconds_*`` process CPU time (all threads), each summed over the
+    processes that clustered (:mod:`sirerag.clustering.processes`).
 
     ``searches`` holds one ``(n_points, k_max, k_chosen)`` triple per BIC search;
     with ``keep_reduced=True`` the reduced matrix each search ran on is kept in
@@ -63,6 +66,15 @@ class ClusterStats:
     searches: list[tuple[int, int, int]] = field(default_factory=list)
     reduced: list[np.ndarray] = field(default_factory=list, repr=False)
     bics: list[dict[int, float]] = field(default_factory=list, repr=False)
+
+    def merge(self, other: "ClusterStats") -> None:
+        """Add the counters of ``other`` (a worker process's) to these; seconds add up over processes."""
+        for name in ("umap_fits", "gmm_fits", "seconds_umap", "seconds_gmm", "cpu_seconds_umap", "cpu_seconds_gmm",
+                     "reclustered", "forced_splits"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.searches.extend(other.searches)
+        self.reduced.extend(other.reduced)
+        self.bics.extend(other.bics)
 
     def as_dict(self) -> dict:
         """The counters as plain JSON values (without the kept matrices)."""
@@ -89,7 +101,8 @@ def coarse_grid(k_max: int) -> list[int]:
     return grid
 
 
-def search_k(bic: Callable[[int], float], k_max: int, search: str = "fast") -> int:
+def search_k(bic: Callable[[int], float], k_max: int, search: str = "fast",
+             prefetch: Callable[[list[int]], None] | None = None) -> int:
     """The k in ``1..k_max`` with the lowest ``bic(k)`` among those visited (ties: the smaller k).
 
     Args:
@@ -97,6 +110,8 @@ def search_k(bic: Callable[[int], float], k_max: int, search: str = "fast") -> i
         k_max: the largest k to consider (>= 1).
         search: ``exhaustive`` evaluates every k; ``fast`` the grid of
             :func:`coarse_grid`, then every k around its best local minima.
+        prefetch: if given, called with the k of each phase (the whole range, the grid, the
+            brackets) before ``bic`` is asked for them, so they can be computed together.
     """
     if search not in SEARCHES:
         raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
@@ -107,18 +122,22 @@ def search_k(bic: Callable[[int], float], k_max: int, search: str = "fast") -> i
             cache[k] = float(bic(k))
         return cache[k]
 
+    def phase(ks: list[int]) -> list[float]:
+        if prefetch is not None:
+            prefetch([k for k in ks if k not in cache])
+        return [value(k) for k in ks]
+
     if search == "exhaustive":
-        for k in range(1, k_max + 1):
-            value(k)
+        phase(list(range(1, k_max + 1)))
     else:
         grid = coarse_grid(k_max)
-        scores = [value(k) for k in grid]
+        scores = phase(grid)
         last = len(grid) - 1
         minima = [i for i in range(len(grid))
                   if (i == 0 or scores[i] <= scores[i - 1]) and (i == last or scores[i] <= scores[i + 1])]
-        for i in sorted(minima, key=lambda i: (scores[i], i))[:BRACKETS]:
-            for k in range(grid[max(i - 1, 0)], grid[min(i + 1, last)] + 1):
-                value(k)
+        brackets = [k for i in sorted(minima, key=lambda i: (scores[i], i))[:BRACKETS]
+                    for k in range(grid[max(i - 1, 0)], grid[min(i + 1, last)] + 1)]
+        phase(list(dict.fromkeys(brackets)))
     return min(cache, key=lambda k: (cache[k], k))
 
 
@@ -166,39 +185,63 @@ def best_mixture(points: np.ndarray, max_clusters: int, random_state: int, *, se
     """Fit mixtures for the k the search visits and return the one with the lowest BIC.
 
     k ranges up to ``min(max_clusters, n - 1, distinct points)``. A k whose fit fails
-    (scikit-learn refuses a collapsed component) counts as infinitely bad.
+    (scikit-learn refuses a collapsed component) counts as infinitely bad. Inside a
+    :func:`~sirerag.clustering.processes.clustering_processes` block, the fits of a large input's
+    search phase run in the worker processes (each fit is the same wherever it runs).
     """
     n_distinct = len(np.unique(points, axis=0))
     k_max = max(1, min(max_clusters, len(points) - 1, n_distinct))
     models: dict[int, object] = {}
     values: dict[int, float] = {}
 
-    def bic(k: int) -> float:
-        start, cpu = time.perf_counter(), time.process_time()
-        try:
-            model = fit_mixture(points, k, random_state)
-            values[k] = float(model.bic(points))
-        except ValueError as exc:  # a component collapsed (ill-defined covariance)
-            if k == 1:
-                raise
-            logger.debug("mixture with %d components failed on %d points: %s", k, len(points), exc)
-            values[k] = math.inf
-        else:
-            best = min(models, key=lambda j: (values[j], j)) if models else None
-            if best is None or (values[k], k) < (values[best], best):
-                models.clear()  # keep only the best model so far
-                models[k] = model
+    def record(k: int, fitted: tuple[float, object | None, float, float]) -> float:
+        value, model, seconds, cpu = fitted
+        values[k] = value
+        best = min(models, key=lambda j: (values[j], j)) if models else None
+        if model is not None and (best is None or (value, k) < (values[best], best)):
+            models.clear()  # keep only the best model so far
+            models[k] = model
         stats.gmm_fits += 1
-        stats.seconds_gmm += time.perf_counter() - start
-        stats.cpu_seconds_gmm += time.process_time() - cpu
-        return values[k]
+        stats.seconds_gmm += seconds
+        stats.cpu_seconds_gmm += cpu
+        return value
 
-    k = search_k(bic, k_max, search)
+    def bic(k: int) -> float:
+        return values[k] if k in values else record(k, fit_and_score(points, k, random_state))
+
+    pool = None if stats.keep_reduced else active_pool(len(points))
+
+    def prefetch(ks: list[int]) -> None:
+        pending = {k: pool.submit(fit_and_score, points, k, random_state) for k in sorted(ks, reverse=True)}
+        for k in sorted(ks):  # recorded in the order the search would have fitted them
+            if pending[k] is not None:
+                record(k, pending[k].result())
+
+    k = search_k(bic, k_max, search, prefetch=prefetch if pool is not None else None)
     stats.searches.append((len(points), k_max, k))
     if stats.keep_reduced:
         stats.reduced.append(points)
         stats.bics.append(values)
     return models[k]
+
+
+def fit_and_score(points: np.ndarray, k: int, random_state: int) -> tuple[float, object | None, float, float]:
+    """``(BIC, mixture, wall seconds, CPU seconds)`` of the k-component mixture of ``points`` (in this process
+    or a worker); ``(inf, None, ...)`` when a component collapses (ill-defined covariance), except for k = 1,
+    which raises."""
+    from threadpoolctl import threadpool_limits
+
+    start, cpu = time.perf_counter(), time.process_time()
+    with threadpool_limits(limits=1):
+        try:
+            model = fit_mixture(points, k, random_state)
+            value = float(model.bic(points))
+        except ValueError as exc:  # a component collapsed (ill-defined covariance)
+            if k == 1:
+                raise
+            logger.debug("mixture with %d components failed on %d points: %s", k, len(points), exc)
+            model, value = None, math.inf
+    return value, model, time.perf_counter() - start, time.process_time() - cpu
 
 
 def soft_memberships(probabilities: np.ndarray, threshold: float) -> list[np.ndarray]:

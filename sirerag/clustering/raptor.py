@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from sirerag.clustering.gmm import ClusterStats, soft_cluster
+from sirerag.clustering.processes import ClusterProcesses, active_pool
 from sirerag.clustering.reduce import umap_reduce
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import check
@@ -44,6 +45,10 @@ def cluster(
        ``config.max_cluster_tokens`` is clustered again from step 1. If that returns
        the cluster unchanged (or it has too few rows to reduce), it is cut into
        consecutive runs of rows that fit the limit, and a message is logged.
+
+    Inside a :func:`~sirerag.clustering.processes.clustering_processes` block, the local steps of 2. and the
+    re-clustering of 3. run in worker processes for inputs of at least
+    :data:`~sirerag.clustering.processes.MIN_ROWS` rows; the clusters are the same as in one process.
 
     Differences from RAPTOR: a row above the threshold in no component joins its most
     probable one (RAPTOR drops it); identical clusters are returned once; an input of
@@ -99,22 +104,46 @@ class _Run:
         if not self._reducible(rows):
             return [rows]
         reduced = self._reduce(rows, n_neighbors=int(math.sqrt(len(rows) - 1)))
+        groups = [rows[members] for members in self._soft_clusters(reduced)]
+        pool = self._pool()
+        pending = [pool.submit(_local_step, self.matrix[g], self.config, self.random_state)
+                   if pool is not None and self._reducible(g) else None for g in groups]
         out: list[np.ndarray] = []
-        for members in self._soft_clusters(reduced):
-            global_rows = rows[members]
-            if not self._reducible(global_rows):
+        for global_rows, future in zip(groups, pending):
+            if future is not None:
+                local, stats = future.result()
+                self.stats.merge(stats)
+                out.extend(global_rows[m] for m in local)
+            elif not self._reducible(global_rows):
                 out.append(global_rows)
-                continue
-            local = self._reduce(global_rows, n_neighbors=min(LOCAL_NEIGHBORS, len(global_rows) - 1))
-            out.extend(global_rows[m] for m in self._soft_clusters(local))
+            else:
+                local = self._reduce(global_rows, n_neighbors=min(LOCAL_NEIGHBORS, len(global_rows) - 1))
+                out.extend(global_rows[m] for m in self._soft_clusters(local))
         return out
 
     def bound_tokens(self, clusters: list[np.ndarray]) -> list[np.ndarray]:
-        """Re-cluster every cluster over the token limit until all fit (or are single rows)."""
+        """Re-cluster every cluster over the token limit until all fit (or are single rows); in the worker
+        processes of the enclosing block when there are any, each cluster on its own."""
+        pool = self._pool()
+        if pool is None:
+            return self._bound_here(clusters)
+        pending = [pool.submit(_bound_step, self.matrix[rows], self.tokens[rows], self.config, self.random_state)
+                   if self._over_limit(rows) else None for rows in clusters]
+        out: list[np.ndarray] = []
+        for rows, future in zip(clusters, pending):
+            if future is None:
+                out.extend(self._bound_here([rows]))
+                continue
+            parts, stats = future.result()
+            self.stats.merge(stats)
+            out.extend(rows[p] for p in parts)
+        return out
+
+    def _bound_here(self, clusters: list[np.ndarray]) -> list[np.ndarray]:
         limit = self.config.max_cluster_tokens
         out: list[np.ndarray] = []
         for rows in clusters:
-            if len(rows) == 1 or int(self.tokens[rows].sum()) <= limit:
+            if not self._over_limit(rows):
                 out.append(rows)
                 continue
             self.stats.reclustered += 1
@@ -127,8 +156,16 @@ class _Run:
                             int(self.tokens[rows].sum()), len(parts), limit)
                 out.extend(parts)
             else:
-                out.extend(self.bound_tokens(parts))
+                out.extend(self._bound_here(parts))
         return out
+
+    def _over_limit(self, rows: np.ndarray) -> bool:
+        return len(rows) > 1 and int(self.tokens[rows].sum()) > self.config.max_cluster_tokens
+
+    def _pool(self) -> ClusterProcesses | None:
+        """The worker processes to use (None: everything here; always None inside a worker, and when the
+        searches' matrices are kept for a benchmark)."""
+        return None if self.stats.keep_reduced else active_pool(len(self.matrix))
 
     def _reducible(self, rows: np.ndarray) -> bool:
         """More than ``reduction_dim + 1`` rows, and as many distinct ones: enough to reduce."""
@@ -147,6 +184,22 @@ class _Run:
     def _soft_clusters(self, reduced: np.ndarray) -> list[np.ndarray]:
         return soft_cluster(reduced, max_clusters=self.config.max_clusters, threshold=self.config.threshold,
                             random_state=self.random_state, search=self.config.bic_search, stats=self.stats)
+
+
+def _local_step(matrix: np.ndarray, config: ClusteringConfig, random_state: int) -> tuple[list[np.ndarray],
+                                                                                  ClusterStats]:
+    """In a worker: the local step of one global cluster (its rows' vectors, in order)."""
+    run = _Run(matrix, np.zeros(len(matrix), dtype=np.int64), config, random_state, ClusterStats())
+    rows = np.arange(len(matrix))
+    reduced = run._reduce(rows, n_neighbors=min(LOCAL_NEIGHBORS, len(rows) - 1))
+    return run._soft_clusters(reduced), run.stats
+
+
+def _bound_step(matrix: np.ndarray, tokens: np.ndarray, config: ClusteringConfig,
+                random_state: int) -> tuple[list[np.ndarray], ClusterStats]:
+    """In a worker: one cluster over the token limit, re-clustered until every part fits."""
+    run = _Run(matrix, tokens, config, random_state, ClusterStats())
+    return run._bound_here([np.arange(len(matrix))]), run.stats
 
 
 def consecutive_runs(rows: np.ndarray, tokens: np.ndarray, limit: int) -> list[np.ndarray]:

@@ -68,6 +68,13 @@ class Models(contextlib.AbstractContextManager):
         self._opened: dict[str, Any] = {} if summarizer is None else {"summarizer": summarizer}
         self._stack = contextlib.ExitStack()
 
+    def __enter__(self) -> "Models":
+        from sirerag.clustering.processes import clustering_processes
+
+        # the trees' clustering may use worker processes while the run lasts (the same clusters as without)
+        self._stack.enter_context(clustering_processes(self.config.clustering.processes))
+        return self
+
     def __exit__(self, *exc: Any) -> None:
         self.close()
 

@@ -55,13 +55,16 @@ class ClusteringConfig:
     """RAPTOR's soft clustering: UMAP to ``reduction_dim`` dimensions, Gaussian mixtures
     with the count chosen by BIC (at most ``max_clusters``), membership at probability
     > ``threshold``; clusters whose text exceeds ``max_cluster_tokens`` are re-clustered.
-    ``bic_search``: ``fast`` (coarse grid of k, then refine) or ``exhaustive`` (every k, as RAPTOR)."""
+    ``bic_search``: ``fast`` (coarse grid of k, then refine) or ``exhaustive`` (every k, as RAPTOR).
+    ``processes``: worker processes that cluster the independent steps of a large level (0: one per core
+    this process may use; 1: all in this process); the clusters are the same for every value."""
 
     reduction_dim: int = 10
     threshold: float = 0.1
     max_clusters: int = 50
     max_cluster_tokens: int = 3500
     bic_search: str = "fast"
+    processes: int = 0
 
     def validate(self) -> None:
         check_types(self, "clustering")
@@ -72,6 +75,8 @@ class ClusteringConfig:
               "clustering.max_cluster_tokens", self.max_cluster_tokens, "an integer >= 64")
         check(self.bic_search in ("fast", "exhaustive"), "clustering.bic_search", self.bic_search,
               "one of 'fast', 'exhaustive'")
+        check(self.processes >= 0, "clustering.processes", self.processes,
+              "an integer >= 0 (0: one per core, 1: no worker processes)")
 
 
 @dataclass(frozen=True)
@@ -233,7 +238,8 @@ class GraphConfig:
 @dataclass(frozen=True)
 class EngineConfig:
     """Where the model stages run (embedding, coreference rewrite, proposition extraction,
-    cluster summaries); clustering, trees and index writing always stay in this process.
+    cluster summaries); clustering (in this process and its own workers, ``clustering.processes``), trees and
+    index writing always stay on this machine.
 
     ``name``: ``local`` (this process) or ``ray`` (Ray Data actor pools, extra ``ray``).
     ``address``: None starts a local Ray instance with ``num_cpus`` CPUs (0: all of them);
