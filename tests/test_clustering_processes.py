@@ -88,6 +88,16 @@ def test_a_build_run_opens_the_pool_its_settings_ask_for(tmp_path):
         assert processes.active_pool(10**6) is None
 
 
+def test_a_dry_run_clusters_with_the_same_pool(tmp_path):
+    from sirerag.pipeline.dryrun import CountingRunner
+    from sirerag.pipeline.plan import BuildPlan
+
+    config = BuildConfig(clustering=ClusteringConfig(processes=2)).validate()
+    with CountingRunner([], config, BuildPlan.from_config(config), None):
+        assert processes.active_pool(10**6).processes == 2
+    assert processes.active_pool(10**6) is None
+
+
 def test_process_counts_are_checked():
     with pytest.raises(ConfigError, match=r"clustering\.processes"):
         ClusteringConfig(processes=-1).validate()

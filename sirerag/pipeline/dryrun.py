@@ -115,6 +115,7 @@ class CountingRunner:
         self.offline: list[Any] | None = None
 
     def __enter__(self) -> "CountingRunner":
+        self.models.__enter__()  # the real clustering may use worker processes, as a build's does
         return self
 
     def __exit__(self, *exc: Any) -> None:
