@@ -65,6 +65,32 @@ def test_workers_that_cannot_start_leave_the_clustering_here(monkeypatch, caplog
     assert "did not start (no processes in this sandbox)" in caplog.text
 
 
+def test_workers_that_fail_at_their_first_task_leave_the_clustering_here(monkeypatch, caplog):
+    import concurrent.futures
+
+    class NoFork:
+        def __init__(self, *args, **kwargs):
+            self.closed = False
+
+        def submit(self, fn, *args):
+            raise OSError("fork refused")
+
+        def shutdown(self, **kwargs):
+            self.closed = True
+
+    points = blobs(n_clusters=3, per=40)
+    tokens = [20] * len(points)
+    alone, _ = run(points, tokens, ClusteringConfig())
+    monkeypatch.setattr(processes, "MIN_ROWS", 10)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoFork)
+    with caplog.at_level(logging.WARNING, logger="sirerag.clustering.processes"):
+        with processes.clustering_processes(2) as pool:
+            here, _ = run(points, tokens, ClusteringConfig())
+            assert pool._executor is None and pool.submit(int, "1") is None
+    assert [c.tolist() for c in here] == [c.tolist() for c in alone]
+    assert caplog.text.count("did not start (fork refused)") == 1
+
+
 def test_the_pool_is_used_only_inside_its_block_and_for_large_inputs():
     assert processes.active_pool(10**6) is None
     with processes.clustering_processes(1) as pool:

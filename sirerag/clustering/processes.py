@@ -59,7 +59,19 @@ class ClusterProcesses:
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future | None:
         """Run ``fn(*args)`` in a worker; None when the workers cannot start (then the caller runs it here)."""
         executor = self._start()
-        return None if executor is None else executor.submit(fn, *args)
+        if executor is None:
+            return None
+        try:  # a worker process starts at the first submissions
+            return executor.submit(fn, *args)
+        except OSError as exc:
+            self._give_up(exc)
+            return None
+
+    def _give_up(self, exc: BaseException) -> None:
+        logger.warning("clustering stays in this process: its %d worker processes did not start (%s)",
+                       self.processes, exc)
+        self._failed = True
+        self.close()
 
     def _start(self) -> Any:
         if self._executor is None and not self._failed:
@@ -78,9 +90,7 @@ class ClusterProcesses:
                 self._executor = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("spawn"),
                                                      initializer=_set_up_worker, initargs=_numba_setup())
             except (OSError, ValueError) as exc:  # no processes here (a sandbox, a platform without spawn)
-                logger.warning("clustering stays in this process: its %d worker processes did not start (%s)",
-                               self.processes, exc)
-                self._failed = True
+                self._give_up(exc)
             else:
                 logger.info("clustering in %d worker processes", self.processes)
         return self._executor
@@ -88,15 +98,15 @@ class ClusterProcesses:
     def close(self) -> None:
         """Stop the workers (idempotent)."""
         if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+            executor, self._executor = self._executor, None
+            executor.shutdown(wait=True, cancel_futures=True)
 
 
 @contextlib.contextmanager
 def clustering_processes(processes: int) -> Iterator[ClusterProcesses | None]:
     """Within the block, :func:`~sirerag.clustering.raptor.cluster` runs its independent steps in
-    ``processes`` worker processes (0: one per core this process may use; 1: none, everything here). A script without an
-    ``if __name__ == "__main__":`` guard keeps the clustering here (:func:`unguarded_main`).
+    ``processes`` worker processes (0: one per core this process may use; 1: none, everything here). A
+    script without an ``if __name__ == "__main__":`` guard keeps the clustering here (:func:`unguarded_main`).
 
     Yields the pool (None with one process). The workers stop when the block ends.
     """
