@@ -47,48 +47,38 @@ def test_worker_processes_give_the_clusters_and_counters_of_one_process(monkeypa
         assert getattr(together_stats, name) == getattr(alone_stats, name), name
 
 
-def test_workers_that_cannot_start_leave_the_clustering_here(monkeypatch, caplog):
-    import concurrent.futures
+def _refused(*args, **kwargs):
+    raise OSError("no processes in this sandbox")
 
-    def refuse(*args, **kwargs):
+
+class _FailsAtFirstTask:
+    """An executor whose first submission cannot start a worker process."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def submit(self, fn, *args):
         raise OSError("no processes in this sandbox")
 
-    points = blobs(n_clusters=3, per=40)
-    tokens = [20] * len(points)
-    alone, _ = run(points, tokens, ClusteringConfig())
-    monkeypatch.setattr(processes, "MIN_ROWS", 10)
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refuse)
-    with caplog.at_level(logging.WARNING, logger="sirerag.clustering.processes"):
-        with processes.clustering_processes(2):
-            here, _ = run(points, tokens, ClusteringConfig())
-    assert [c.tolist() for c in here] == [c.tolist() for c in alone]
-    assert "did not start (no processes in this sandbox)" in caplog.text
+    def shutdown(self, **kwargs):
+        pass
 
 
-def test_workers_that_fail_at_their_first_task_leave_the_clustering_here(monkeypatch, caplog):
+@pytest.mark.parametrize("executor", [_refused, _FailsAtFirstTask], ids=["at-start", "at-first-task"])
+def test_workers_that_cannot_start_leave_the_clustering_here(monkeypatch, caplog, executor):
     import concurrent.futures
 
-    class NoFork:
-        def __init__(self, *args, **kwargs):
-            self.closed = False
-
-        def submit(self, fn, *args):
-            raise OSError("fork refused")
-
-        def shutdown(self, **kwargs):
-            self.closed = True
-
     points = blobs(n_clusters=3, per=40)
     tokens = [20] * len(points)
     alone, _ = run(points, tokens, ClusteringConfig())
     monkeypatch.setattr(processes, "MIN_ROWS", 10)
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoFork)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", executor)
     with caplog.at_level(logging.WARNING, logger="sirerag.clustering.processes"):
         with processes.clustering_processes(2) as pool:
             here, _ = run(points, tokens, ClusteringConfig())
             assert pool._executor is None and pool.submit(int, "1") is None
     assert [c.tolist() for c in here] == [c.tolist() for c in alone]
-    assert caplog.text.count("did not start (fork refused)") == 1
+    assert caplog.text.count("did not start (no processes in this sandbox)") == 1
 
 
 def test_the_pool_is_used_only_inside_its_block_and_for_large_inputs():
