@@ -226,21 +226,18 @@ def best_mixture(points: np.ndarray, max_clusters: int, random_state: int, *, se
 
 
 def fit_and_score(points: np.ndarray, k: int, random_state: int) -> tuple[float, object | None, float, float]:
-    """``(BIC, mixture, wall seconds, CPU seconds)`` of the k-component mixture of ``points`` (in this process
-    or a worker); ``(inf, None, ...)`` when a component collapses (ill-defined covariance), except for k = 1,
-    which raises."""
-    from threadpoolctl import threadpool_limits
-
+    """``(BIC, mixture, wall seconds, CPU seconds)`` of the k-component mixture of ``points`` (in this process,
+    under :func:`soft_cluster`'s one-thread limit, or in a worker, which keeps that limit for its life);
+    ``(inf, None, ...)`` when a component collapses (ill-defined covariance), except for k = 1, which raises."""
     start, cpu = time.perf_counter(), time.process_time()
-    with threadpool_limits(limits=1):
-        try:
-            model = fit_mixture(points, k, random_state)
-            value = float(model.bic(points))
-        except ValueError as exc:  # a component collapsed (ill-defined covariance)
-            if k == 1:
-                raise
-            logger.debug("mixture with %d components failed on %d points: %s", k, len(points), exc)
-            model, value = None, math.inf
+    try:
+        model = fit_mixture(points, k, random_state)
+        value = float(model.bic(points))
+    except ValueError as exc:  # a component collapsed (ill-defined covariance)
+        if k == 1:
+            raise
+        logger.debug("mixture with %d components failed on %d points: %s", k, len(points), exc)
+        model, value = None, math.inf
     return value, model, time.perf_counter() - start, time.process_time() - cpu
 
 

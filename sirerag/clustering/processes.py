@@ -201,14 +201,21 @@ def _numba_setup() -> tuple[str, bool]:
     caches (:func:`file_cache_functions` was called)."""
     numba = sys.modules.get("numba")
     folder = str(numba.config.CACHE_DIR or "") if numba is not None else ""
-    umap_ = sys.modules.get("umap.umap_")
-    probe = getattr(umap_, "smooth_knn_dist", None)
-    switched = probe is not None and type(getattr(probe, "_cache", None)).__name__ != "NullCache"
-    return folder, switched
+    probe = getattr(sys.modules.get("umap.umap_"), "smooth_knn_dist", None)  # a function UMAP leaves uncached
+    if probe is None or numba is None:
+        return folder, False
+    from numba.core.caching import NullCache
+
+    return folder, not isinstance(getattr(probe, "_cache", None), NullCache)
 
 
 def _set_up_worker(cache_dir: str, file_cache: bool) -> None:
-    """A worker's start: the parent's numba cache folder and file-cache switch."""
+    """A worker's start: one BLAS and OpenMP thread for its life (it only clusters, and the mixtures are
+    fitted on one thread, :mod:`sirerag.clustering.gmm`), and the parent's numba cache folder and file-cache
+    switch."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)  # kept: the limits stay until they are restored, which a worker never does
     if cache_dir:
         import numba
 

@@ -105,16 +105,17 @@ class _Run:
             return [rows]
         reduced = self._reduce(rows, n_neighbors=int(math.sqrt(len(rows) - 1)))
         groups = [rows[members] for members in self._soft_clusters(reduced)]
+        reducible = [self._reducible(g) for g in groups]
         pool = self._pool()
         pending = [pool.submit(_local_step, self.matrix[g], self.config, self.random_state)
-                   if pool is not None and self._reducible(g) else None for g in groups]
+                   if pool is not None and r else None for g, r in zip(groups, reducible)]
         out: list[np.ndarray] = []
-        for global_rows, future in zip(groups, pending):
+        for global_rows, can_reduce, future in zip(groups, reducible, pending):
             if future is not None:
                 local, stats = future.result()
                 self.stats.merge(stats)
                 out.extend(global_rows[m] for m in local)
-            elif not self._reducible(global_rows):
+            elif not can_reduce:
                 out.append(global_rows)
             else:
                 local = self._reduce(global_rows, n_neighbors=min(LOCAL_NEIGHBORS, len(global_rows) - 1))
