@@ -47,6 +47,29 @@ def test_worker_processes_give_the_clusters_and_counters_of_one_process(monkeypa
         assert getattr(together_stats, name) == getattr(alone_stats, name), name
 
 
+def _thread_pools() -> list[tuple[str, int]]:
+    """In a worker: every BLAS and OpenMP library loaded once the mixtures' modules are, with its threads."""
+    import sklearn.mixture  # noqa: F401 - what a clustering task imports
+    from threadpoolctl import threadpool_info
+
+    return [(info["filepath"], info["num_threads"]) for info in threadpool_info()]
+
+
+@pytest.mark.slow
+def test_a_worker_fits_on_one_thread_in_every_blas_and_openmp_library():
+    # scipy's own OpenBLAS and libgomp load with scipy.linalg and sklearn: a limit set before they load misses
+    # them, and two workers of two threads each on two cores fitted the mixtures at half speed
+    pool = processes.ClusterProcesses(2)
+    try:
+        future = pool.submit(_thread_pools)
+        assert future is not None
+        libraries = future.result(timeout=120)
+    finally:
+        pool.close()
+    assert any("openblas" in path for path, _ in libraries)
+    assert all(threads == 1 for _, threads in libraries), libraries
+
+
 def _refused(*args, **kwargs):
     raise OSError("no processes in this sandbox")
 

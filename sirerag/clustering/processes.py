@@ -213,6 +213,8 @@ def _set_up_worker(cache_dir: str, file_cache: bool) -> None:
     """A worker's start: one BLAS and OpenMP thread for its life (it only clusters, and the mixtures are
     fitted on one thread, :mod:`sirerag.clustering.gmm`), and the parent's numba cache folder and file-cache
     switch."""
+    import scipy.linalg  # noqa: F401 - load every BLAS and OpenMP library the mixtures use (scipy's own
+    import sklearn.mixture  # noqa: F401 - OpenBLAS, libgomp) first: a limit reaches only libraries loaded
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1)  # kept: the limits stay until they are restored, which a worker never does
