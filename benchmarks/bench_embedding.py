@@ -4,6 +4,7 @@ Example::
 
     python -m benchmarks.bench_embedding /work/shared/bench/2wikimultihopqa/corpus.jsonl \
         --sample 2000 --batch-size 64
+    python -m benchmarks.bench_embedding CORPUS --precision bfloat16 --parity-with minilm  # speed and parity
 
 Texts are the corpus passages as the build embeds them (``passage`` mode: the
 title line and the text); ``--mode tokens`` embeds 100-token chunks instead. The
@@ -32,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="timed runs; the best is reported")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="float32",
+                        help="what a torch embedder computes in (default float32; the build's default is auto)")
     parser.add_argument("--parity-with", metavar="SPEC",
-                        help="also embed the texts with SPEC and report the cosine of each pair of rows")
+                        help="also embed the texts with SPEC (in float32) and report the cosine of each pair of rows")
     parser.add_argument("--query-runs", type=int, default=30, help="one-query encodings timed for the latency")
     add_json_argument(parser)
     args = parser.parse_args(argv)
@@ -46,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     texts = [c.text for c in chunks]
 
     with Timer() as loading:
-        embedder = load_embedder(args.spec, batch_size=args.batch_size, show_progress=False)
+        embedder = load_embedder(args.spec, batch_size=args.batch_size, show_progress=False,
+                                 precision=args.precision)
     if args.threads > 0:
         import torch
 

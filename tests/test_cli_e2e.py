@@ -9,6 +9,7 @@ import pytest
 
 from sirerag.cli.main import main
 from sirerag.core.io import FORMAT_VERSION
+from sirerag.embedding.precision import native_bf16
 from sirerag.pool.store import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -31,7 +32,8 @@ def test_index_layout_and_manifest(built):
         assert {"manifest.json", "entries.jsonl", "embeddings.npy", "documents.jsonl", "chunks.jsonl"} <= names
     manifest = json.loads((tree / "manifest.json").read_text())
     assert manifest["format_version"] == FORMAT_VERSION and manifest["format"] == "sirerag-index"
-    assert manifest["embedder"]["spec"].endswith("all-MiniLM-L6-v2")
+    # embedder.precision "auto": bfloat16 where the CPU has bfloat16 instructions, recorded in the spec
+    assert manifest["embedder"]["spec"] == "st:all-MiniLM-L6-v2" + ("#bf16" if native_bf16() else "")
     assert manifest["summarizer"].startswith("extractive")
     assert manifest["config"]["trees"] == ["similarity"]
     pool = load_index(tree).pool

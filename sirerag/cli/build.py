@@ -21,6 +21,9 @@ def register(sub: Any) -> None:
     p.add_argument("--trees", help=TREE_HELP)
     p.add_argument("--chunking", choices=["tokens", "passage"], help="tokens: 100-token chunks; passage: one per document")
     p.add_argument("--embedder", help="minilm (offline default), st:PATH_OR_NAME, openai:MODEL")
+    p.add_argument("--precision", choices=["auto", "float32", "bfloat16"],
+                   help="what a local embedder computes in (default auto: bfloat16 where the CPU has bfloat16 "
+                        "instructions, else float32)")
     p.add_argument("--seed", type=int, help="random_state for UMAP and the Gaussian mixtures (default 224)")
     p.add_argument("--llm", help="LLM for every stage that takes one: summaries, coreference rewrite and proposition "
                                  "extraction (unless --extractor offline), e.g. hf:smollm2, "
@@ -56,8 +59,9 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
         overrides["seed"] = args.seed
     if args.chunking:
         overrides["chunking"] = {"mode": args.chunking}
-    if args.embedder:
-        overrides["embedder"] = {"spec": args.embedder}
+    if args.embedder or args.precision:
+        overrides["embedder"] = {**({"spec": args.embedder} if args.embedder else {}),
+                                 **({"precision": args.precision} if args.precision else {})}
     if args.llm:
         overrides["llm"] = {"spec": args.llm}
     extraction: dict[str, Any] = {}

@@ -21,7 +21,7 @@ __all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingC
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
-                  show_progress: bool = True, engine: Any = None) -> Embedder:
+                  show_progress: bool = True, engine: Any = None, precision: str = "float32") -> Embedder:
     """Create the embedder named by ``spec``.
 
     Args:
@@ -37,16 +37,19 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         engine: with ``cache_dir``, the :class:`~sirerag.engine.Engine` that encodes the
             texts missing from the cache (default: this process); a Ray engine loads
             ``spec`` once per actor and the vectors come back here to be cached.
+        precision: ``float32``, ``bfloat16`` or ``auto`` (bfloat16 where the CPU has bfloat16 instructions),
+            for the torch backends (:mod:`~sirerag.embedding.precision`); a bfloat16 embedder's spec ends
+            in ``#bf16``, so its vectors are cached apart.
 
     Returns:
         An :class:`Embedder` returning L2-normalised float32 arrays of shape ``(n, dim)``.
 
     Raises:
-        ConfigError: ``spec`` or ``batch_size`` is invalid, or an API key is missing.
+        ConfigError: ``spec``, ``batch_size`` or ``precision`` is invalid, or an API key is missing.
         MissingExtraError: the backend's optional packages are not installed.
         SireragError: the MiniLM weights fail their sha256 check.
     """
-    embedder = make_embedder(spec, batch_size=batch_size,
+    embedder = make_embedder(spec, batch_size=batch_size, precision=precision,
                              show_progress=show_progress and cache_dir is None)  # the cache shows its own bar
     if cache_dir is None:
         return embedder
@@ -54,7 +57,7 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
     from sirerag.engine import runs_here
 
     def worker(side: str) -> EmbedWorker:
-        return EmbedWorker(spec, batch_size, side)
+        return EmbedWorker(spec, batch_size, side, getattr(embedder, "precision", "float32"))
 
     remote = None if runs_here(engine) else worker
     return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),

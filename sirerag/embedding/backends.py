@@ -6,9 +6,12 @@ weights on ONNX Runtime), ``st:PATH_OR_NAME`` (any sentence-transformers model),
 from __future__ import annotations
 
 from sirerag.embedding.base import Embedder
+from sirerag.embedding.precision import PRECISIONS, resolve_precision
 from sirerag.core.errors import check
 
 SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
+#: The backends that compute on torch, where ``embedder.precision`` applies.
+TORCH_BACKENDS = ("minilm", "st")
 
 
 def parse_embedder_spec(spec: str) -> tuple[str, str]:
@@ -26,20 +29,39 @@ def parse_embedder_spec(spec: str) -> tuple[str, str]:
     return backend, rest.strip() if backend == "st" else rest
 
 
-def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False) -> Embedder:
-    """The embedder ``spec`` names, uncached, in this process (what an engine's workers load).
+def check_precision(backend: str, precision: str, where: str = "precision") -> None:
+    """Check an ``embedder.precision`` setting for ``backend`` (from :func:`parse_embedder_spec`).
 
     Raises:
-        ConfigError: ``spec`` or ``batch_size`` is invalid, or an API key is missing.
+        ConfigError: not one of ``auto``, ``float32``, ``bfloat16``, or ``bfloat16`` for a backend not on torch.
+    """
+    check(precision in PRECISIONS, where, precision, f"one of {PRECISIONS}")
+    check(precision != "bfloat16" or backend in TORCH_BACKENDS, where, precision,
+          f"'auto' or 'float32' for the {backend} embedder (bfloat16 applies to 'minilm' and 'st:' models)")
+
+
+def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False,
+                  precision: str = "float32") -> Embedder:
+    """The embedder ``spec`` names, uncached, in this process (what an engine's workers load).
+
+    ``precision`` (``auto``, ``float32`` or ``bfloat16``, :mod:`~sirerag.embedding.precision`) applies to the
+    torch backends (``minilm``, ``st:``); the others compute as their runtime or API does.
+
+    Raises:
+        ConfigError: ``spec``, ``batch_size`` or ``precision`` is invalid (``bfloat16`` for a backend that is
+            not torch's), or an API key is missing.
         MissingExtraError: the backend's optional packages are not installed.
         SireragError: the MiniLM weights fail their sha256 check.
     """
     check(isinstance(batch_size, int) and batch_size > 0, "batch_size", batch_size, "a positive integer")
     backend, rest = parse_embedder_spec(spec)
+    check_precision(backend, precision)
+    if backend in TORCH_BACKENDS:
+        precision = resolve_precision(precision)
     if backend == "minilm":
         from sirerag.embedding.sentence_transformers import load_minilm
 
-        return load_minilm(batch_size=batch_size, show_progress=show_progress)
+        return load_minilm(batch_size=batch_size, show_progress=show_progress, precision=precision)
     if backend == "minilm-onnx":
         from sirerag.embedding.st_onnx import load_minilm_onnx
 
@@ -47,7 +69,8 @@ def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = Fals
     if backend == "st":
         from sirerag.embedding.sentence_transformers import load_sentence_transformer
 
-        return load_sentence_transformer(rest, batch_size=batch_size, show_progress=show_progress)
+        return load_sentence_transformer(rest, batch_size=batch_size, show_progress=show_progress,
+                                         precision=precision)
     from sirerag.embedding.openai import DEFAULT_MODEL, OpenAIEmbedder
     from sirerag.http import split_openai_spec
 

@@ -236,13 +236,15 @@ class EmbedWorker:
         spec: the spec given to :func:`~sirerag.embedding.load_embedder` (:func:`~sirerag.embedding.backends.make_embedder`).
         batch_size: texts per forward pass.
         side: ``document`` or ``query``.
+        precision: the driver's resolved precision (``float32`` or ``bfloat16``), so the workers compute the
+            vectors the driver's cache keys name.
     """
 
-    def __init__(self, spec: str, batch_size: int, side: str) -> None:
-        self.spec, self.batch_size, self.side = spec, batch_size, side
+    def __init__(self, spec: str, batch_size: int, side: str, precision: str = "float32") -> None:
+        self.spec, self.batch_size, self.side, self.precision = spec, batch_size, side, precision
 
     def __call__(self) -> Worker:
         from sirerag.embedding.backends import make_embedder
 
-        inner = make_embedder(self.spec, batch_size=self.batch_size)
+        inner = make_embedder(self.spec, batch_size=self.batch_size, precision=self.precision)
         return _InnerWorker(inner, self.side)()

