@@ -59,9 +59,9 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
         overrides["seed"] = args.seed
     if args.chunking:
         overrides["chunking"] = {"mode": args.chunking}
-    if args.embedder or args.precision:
-        overrides["embedder"] = {**({"spec": args.embedder} if args.embedder else {}),
-                                 **({"precision": args.precision} if args.precision else {})}
+    embedder = {key: value for key, value in (("spec", args.embedder), ("precision", args.precision)) if value}
+    if embedder:
+        overrides["embedder"] = embedder
     if args.llm:
         overrides["llm"] = {"spec": args.llm}
     extraction: dict[str, Any] = {}

@@ -63,6 +63,11 @@ def spec_with_precision(spec: str, precision: str) -> str:
     return spec + BF16_SUFFIX if precision == "bfloat16" else spec
 
 
+def precision_of(spec: str) -> str:
+    """The precision an embedder with the recorded ``spec`` computed in (:func:`spec_with_precision` read back)."""
+    return "bfloat16" if spec.endswith(BF16_SUFFIX) else "float32"
+
+
 @contextlib.contextmanager
 def computing_in(precision: str) -> Iterator[None]:
     """Run the block's torch CPU operations in ``precision`` (resolved): autocast for bfloat16."""

@@ -115,9 +115,11 @@ def check_specs(config: BuildConfig) -> BuildConfig:
     can be found (a folder, the Hugging Face cache or the Hub), so a typo stops the build before any work;
     returns ``config``. Raises ``ConfigError``."""
     from sirerag.embedding import parse_embedder_spec
+    from sirerag.embedding.backends import check_precision
     from sirerag.llm.factory import parse_spec
 
     backend, rest = parse_embedder_spec(config.embedder.spec)
+    check_precision(backend, config.embedder.precision, "embedder.precision")  # bfloat16 is torch's only
     for spec in {config.llm.spec, config.extraction.llm} - {None}:
         parse_spec(spec)
     if backend == "st" and importlib.util.find_spec("huggingface_hub") is not None:

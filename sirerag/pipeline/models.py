@@ -110,12 +110,12 @@ class Models(contextlib.AbstractContextManager):
         the index embedder (in bfloat16 torch is the faster of the two: docs/performance.md)."""
         def load() -> Any:
             from sirerag.embedding import load_short_text_embedder
-            from sirerag.embedding.precision import BF16_SUFFIX
+            from sirerag.embedding.precision import precision_of
             from sirerag.engine import runs_here
 
             fast = None
             if (self.config.embedder.short_texts == "auto" and runs_here(self.engine)
-                    and not self.embedder().spec.endswith(BF16_SUFFIX)):
+                    and precision_of(self.embedder().spec) == "float32"):
                 fast = load_short_text_embedder(self.embedder_spec, batch_size=self.config.embedder.batch_size,
                                                 cache_dir=self._sub("embeddings"), show_progress=self.show_progress)
             if fast is None:

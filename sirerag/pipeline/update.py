@@ -33,7 +33,7 @@ import numpy as np
 
 from sirerag.core.config import BuildConfig
 from sirerag.core.errors import ConfigError, SireragError
-from sirerag.embedding.precision import BF16_SUFFIX
+from sirerag.embedding.precision import precision_of
 from sirerag.extraction.extractor import FAILURES, REWRITES
 from sirerag.core.io import write_jsonl
 from sirerag.core.io.manifest import Corpus
@@ -133,10 +133,8 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
         # built before aggregate vectors were derived: new aggregates are embedded as its old ones were
         config = replace(config, relatedness=replace(config.relatedness, aggregate_vectors="text"))
     # new texts are embedded in the precision the index's own were, whatever this machine's CPU would choose
-    old_spec = (old.manifest.embedder and old.manifest.embedder.spec) or ""
-    if config.embedder.precision == "auto" or "precision" not in (old.manifest.config or {}).get("embedder", {}):
-        precision = "bfloat16" if old_spec.endswith(BF16_SUFFIX) else "float32"
-        config = replace(config, embedder=replace(config.embedder, precision=precision))
+    precision = precision_of((old.manifest.embedder and old.manifest.embedder.spec) or "")
+    config = replace(config, embedder=replace(config.embedder, precision=precision))
     check_endpoints(config)  # before the embedder loads
     if config.relatedness.include_propositions or (not config.relatedness.aggregates and
                                                    "relatedness" in config.trees):

@@ -39,7 +39,7 @@ class EmbedderConfig:
     vectors, faster) unless the embedder computes in bfloat16, which is faster still; ``same`` embeds
     them with ``spec`` like everything else.
     ``precision``: what a torch embedder (``minilm``, ``st:``) computes in: ``auto`` (bfloat16 where the
-    CPU has bfloat16 instructions, else float32), ``float32`` or ``bfloat16``."""
+    CPU has bfloat16 instructions, else float32), ``float32`` or ``bfloat16`` (torch backends only)."""
 
     spec: str = "minilm"
     batch_size: int = 64
@@ -53,10 +53,7 @@ class EmbedderConfig:
         check(self.short_texts in ("auto", "same"), "embedder.short_texts", self.short_texts,
               "one of 'auto', 'same'")
         check(self.precision in ("auto", "float32", "bfloat16"), "embedder.precision", self.precision,
-              "one of 'auto', 'float32', 'bfloat16'")
-        torch_backend = self.spec.strip() == "minilm" or self.spec.strip().startswith("st:")
-        check(self.precision != "bfloat16" or torch_backend, "embedder.precision", self.precision,
-              f"'auto' or 'float32' for the embedder {self.spec!r} (bfloat16 applies to 'minilm' and 'st:' models)")
+              "one of 'auto', 'float32', 'bfloat16'")  # which backends take bfloat16: the build's check_specs
 
 
 @dataclass(frozen=True)
