@@ -57,6 +57,58 @@ def test_no_substitution_for_non_person_subjects() -> None:
     assert title_hint("Queen of Katwe (film)") == "Queen of Katwe"
 
 
+def test_it_becomes_the_non_person_name_the_sentence_before_opens_with() -> None:
+    doc = Document(id="d1", title="The Knife (1961 film)", text=(
+        "The Knife is a 1961 Dutch film directed by Fons Rademakers. It was entered into the Berlin Film "
+        "Festival. The film stars Paul Cammermans. Its music was written by Jan Smit."))
+    _, props = run(doc)
+    assert [p.text for p in props] == [
+        "The Knife is a 1961 Dutch film directed by Fons Rademakers.",
+        "The Knife was entered into the Berlin Film Festival.",
+        "The Knife stars Paul Cammermans.",  # "film": what the first sentence says the document is
+        "The Knife's music was written by Jan Smit.",
+    ]
+    assert all("The Knife" in p.entities for p in props)
+
+
+def test_it_follows_the_opening_name_with_its_article_and_not_the_title() -> None:
+    doc = Document(id="d1", title="18th Independent Spirit Awards", text=(
+        "The 2002 Independent Spirit Awards were announced on March 22, 2003. It was hosted by John Waters."))
+    _, props = run(doc)
+    assert props[1].text == "The 2002 Independent Spirit Awards was hosted by John Waters."
+    assert props[1].entities == ("2002 Independent Spirit Awards", "John Waters")
+
+
+@pytest.mark.parametrize("text", [
+    "The Knife is a 1961 film. It is said that the film was banned.",  # an expletive "It"
+    "The Knife is a 1961 film. It was not until 1970 that the film was shown.",
+    "The Knife is a 1961 film. It rains in its last scene.",  # the weather
+    "The Knife is a 1961 film. Fons Rademakers directed the film. It won a prize.",  # a person opens the sentence
+    "The Knife is a 1961 film. In 1962 the film was shown in Paris. It won a prize.",  # no name opens it
+    "The Knife is a 1961 film. The band played in it.",  # "band" is not what the document is
+])
+def test_it_and_the_kind_are_left_alone_without_a_clear_antecedent(text: str) -> None:
+    doc = Document(id="d1", title="The Knife", text=text)
+    _, props = run(doc)
+    assert props[-1].text == text.split(". ")[-1]
+
+
+def test_a_one_word_name_of_the_person_is_not_an_antecedent_of_it_and_he_still_is_replaced() -> None:
+    doc = Document(id="d1", title="Audrey Hepburn", text=(
+        "Audrey Hepburn was a British actress. Hepburn starred in Roman Holiday. It won an award. "
+        "Paris was her home. She lived there."))
+    _, props = run(doc)
+    assert props[2].text == "It won an award."
+    assert props[4].text == "Audrey Hepburn lived there."
+
+
+def test_it_is_not_replaced_when_pronoun_substitution_is_off() -> None:
+    doc = Document(id="d1", title="The Knife", text="The Knife is a 1961 film. It won a prize.")
+    chunks = chunk_documents([doc], ChunkingConfig(mode="passage"))
+    props = extract_offline(chunks, [doc], OfflineExtractor(resolve_pronouns=False))
+    assert props[1].text == "It won a prize."
+
+
 def test_document_and_chunk_order_with_token_chunks() -> None:
     docs = [Document(id="a", title="", text="Paris is in France. Lyon is in France. Nice is in France."),
             Document(id="b", title="", text="Rome is in Italy. Milan is in Italy.")]

@@ -5,12 +5,11 @@ A real, model-free algorithm for builds without an LLM, named ``offline:rules``
 
 1. each chunk is split into sentences (:func:`sirerag.text.chunking.sentence_spans`); a
    first line that repeats the document title is not a proposition;
-2. *pronoun substitution*, deliberately conservative: a sentence that starts with
-   ``He``/``She`` (``His``/``Her``) gets the document's subject instead (``X``, ``X's``)
-   only when the subject is a person-like name (the document title, or the name that
-   opens the document's first sentence, of two or more capitalised words and no
-   ``(film)``-style qualifier), and the sentence before it names no other multi-word
-   name that could be the antecedent. Otherwise the sentence is left unchanged;
+2. *pronoun substitution*, deliberately conservative (:mod:`sirerag.extraction.substitution`):
+   ``He``/``She`` (``His``/``Her``) become the document's person-like subject when the sentence
+   before names no other person; ``It``/``Its`` become the non-person name the sentence before
+   opens with, and ``The film`` (any word that says what the document is) the document's own
+   non-person subject. Otherwise the sentence is left unchanged;
 3. entities are tagged in every sentence, with the title as a hint;
 4. *name completion*: a one-word name that is the first or last word of exactly one
    longer name of the same document (``Settle`` → ``Keala Joan Settle``) is replaced
@@ -19,65 +18,16 @@ A real, model-free algorithm for builds without an LLM, named ``offline:rules``
 from __future__ import annotations
 
 import logging
-import re
 from typing import Callable, Iterable, Sequence
 
 from sirerag.text.chunking import sentence_spans
 from sirerag.extraction.normalize import normalize_entities
+from sirerag.extraction.substitution import (TagFunction, kind_words, opening_name, person_like,
+                                             substitute_person, substitute_thing, title_hint)
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.core.types import Chunk, Document, Proposition, collapse_ws
 
 logger = logging.getLogger(__name__)
-
-#: ``(sentence, hints) -> entities``
-TagFunction = Callable[[str, Sequence[str]], Sequence[str]]
-
-# a subject pronoun opening the sentence, or right after a short opening phrase ("In 2017, she ...")
-_PRONOUN = re.compile(r"^(?:(He|She|His|Her)|([A-Z][^,;.]{1,40}, )(he|she))\b(?!')")
-_QUALIFIER = re.compile(r"\s*\(([^)]*)\)\s*$")
-_NAME_WORD = re.compile(r"^[A-Z][\w'.-]*$")
-
-
-def title_hint(title: str) -> str:
-    """The title without a trailing ``(qualifier)``: ``"Queen of Katwe (film)"`` → ``"Queen of Katwe"``."""
-    return _QUALIFIER.sub("", title).strip()
-
-
-# last words that mark a name as a thing, place or organisation, not a person
-_NON_PERSON_HEADS = frozenset("""
-engine award awards prize university college school church river lake mountain mountains park company
-corporation records league club team party council museum station bridge street road tour festival series
-film album band county district province state city island islands ocean sea war army navy force forces
-game games olympics cup championship house hall hotel theatre theater institute society association academy
-foundation group order empire kingdom republic dynasty hospital airport line railway center centre square
-tower castle palace cathedral abbey act treaty court office department ministry committee commission senate
-parliament congress agency bank network channel magazine newspaper times post press studio studios pictures
-films productions entertainment music show novel book song opera symphony valley bay coast desert forest
-""".split())
-
-
-def _person_like(name: str, title: str) -> bool:
-    """Could ``name`` be a person: two to five capitalised words, no digits, not ending in a
-    word such as "Engine" or "University", and a title without a non-person qualifier such
-    as ``(film)``."""
-    qualifier = _QUALIFIER.search(title)
-    if qualifier and qualifier.group(1).lower() not in ("", "actor", "actress", "singer", "musician", "writer",
-                                                        "politician", "footballer", "author", "director",
-                                                        "poet", "artist", "painter", "composer", "athlete"):
-        return False
-    words = name.split()
-    if not words or words[-1].casefold() in _NON_PERSON_HEADS:
-        return False
-    return 2 <= len(words) <= 5 and all(_NAME_WORD.match(w) or w.lower() in ("de", "van", "von", "da")
-                                        for w in words) and not any(ch.isdigit() for ch in name)
-
-
-def _same_person(name: str, subject: str) -> bool:
-    """``Jennifer Anne Ehle`` and ``Jennifer Ehle``: same first and last word, or one a prefix
-    of the other."""
-    a, b = name.casefold().split(), subject.casefold().split()
-    return (a[0] == b[0] and a[-1] == b[-1]) or a == b[:len(a)] or b == a[:len(b)]
-
 
 class OfflineExtractor:
     """Sentence propositions with rule-based entities; see the module docstring.
@@ -111,22 +61,34 @@ class OfflineExtractor:
         hint = title_hint(document.title) if document.title else ""
         hints = [hint] if hint else []
         rows: list[tuple[Chunk, str, tuple[str, ...]]] = []
-        subject: str | None = hint if hint and _person_like(hint, document.title) else None
-        previous = ""
+        subject: str | None = hint if hint and person_like(hint, document.title) else None
+        thing: str | None = hint if hint and subject is None else None  # a non-person document's subject
+        kinds: frozenset[str] = frozenset()
+        previous, opening = "", None  # the sentence before and the non-person name it opens with
         for chunk in chunks:
             for sentence in self._sentences(chunk, document):
                 entities = tuple(self._tag(sentence, hints))
-                if subject is None and not rows and entities and sentence.startswith(entities[0]) \
-                        and _person_like(entities[0], document.title or entities[0]):
-                    subject = entities[0]
-                if self.resolve_pronouns and subject and previous:
-                    replaced = self._substitute(sentence, subject, previous, hints)
+                if not rows:
+                    if subject is None and entities and sentence.startswith(entities[0]) \
+                            and person_like(entities[0], document.title or entities[0]):
+                        subject, thing = entities[0], None
+                    elif thing is None and subject is None and entities and sentence.startswith(entities[0]):
+                        thing = entities[0]
+                    kinds = kind_words(sentence, document.title)
+                if self.resolve_pronouns and previous:
+                    replaced, named = sentence, None
+                    if opening:
+                        replaced = substitute_thing(sentence, opening[0], kinds if opening[1] == thing else frozenset())
+                        named = opening[1]
+                    if replaced == sentence and subject:
+                        replaced, named = substitute_person(sentence, subject, previous, self._tag, hints), subject
                     if replaced != sentence:
                         sentence = replaced
-                        entities = tuple(self._tag(sentence, hints + [subject]))
+                        entities = tuple(self._tag(sentence, hints + [named]))
                         self.stats["pronouns_substituted"] += 1
                 rows.append((chunk, sentence, entities))
                 previous = sentence
+                opening = opening_name(sentence, entities, thing, subject)
         completed = self._complete_names(rows, hint)
         out: list[Proposition] = []
         counters: dict[str, int] = {}
@@ -145,27 +107,13 @@ class OfflineExtractor:
             out = out[1:]  # the title line of Document.content is not a proposition
         return [s for s in out if any(ch.isalnum() for ch in s)]
 
-    def _substitute(self, sentence: str, subject: str, previous: str, hints: list[str]) -> str:
-        match = _PRONOUN.match(sentence)
-        if not match:
-            return sentence
-        others = [e for e in self._tag(previous, hints) if len(e.split()) >= 2 and _person_like(e, e)
-                  and not _same_person(e, subject)]
-        if others:  # another person-like name could be the antecedent: leave it
-            return sentence
-        if match.group(1):
-            word = match.group(1)
-            replacement = subject if word in ("He", "She") else f"{subject}'s"
-            return replacement + sentence[match.end():]
-        return match.group(2) + subject + sentence[match.end():]
-
     def _complete_names(self, rows: list[tuple[Chunk, str, tuple[str, ...]]],
                         title: str) -> list[tuple[str, ...]]:
         """Map short and middle-name variants of a person-like name onto one name per document:
         the title when it is person-like, else the only longer name that fits."""
         canonical: dict[str, str] = {}
-        long_names = {e for _, _, ents in rows for e in ents if len(e.split()) >= 2 and _person_like(e, e)}
-        if title and _person_like(title, title):
+        long_names = {e for _, _, ents in rows for e in ents if len(e.split()) >= 2 and person_like(e, e)}
+        if title and person_like(title, title):
             t_words = title.casefold().split()
             for name in long_names:  # "Keala Joan Settle" -> "Keala Settle"
                 words = name.casefold().split()
