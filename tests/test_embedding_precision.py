@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,36 +25,34 @@ TEXTS = ["The Eiffel Tower was completed in 1889 for the World's Fair in Paris."
          "Marie Curie won two Nobel Prizes, in physics and in chemistry.",
          "A short one.",
          "The river Thames flows through London and reaches the North Sea at its estuary."]
-ZEN4_FLAGS = "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n"
-OLDER_FLAGS = "processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n"
+ZEN4 = {"_is_avx2_supported": True, "_is_avx512_bf16_supported": True, "_is_amx_tile_supported": False}
+OLDER = {"_is_avx2_supported": True, "_is_avx512_bf16_supported": False, "_is_amx_tile_supported": False}
+SAPPHIRE_RAPIDS = {"_is_avx512_bf16_supported": False, "_is_amx_tile_supported": True}
 
 
 @pytest.fixture
-def cpu(monkeypatch, tmp_path):
-    """Point the bfloat16 probe at a written ``/proc/cpuinfo``: ``cpu(text)``."""
-    def use(text: str | None) -> None:
-        path = tmp_path / "cpuinfo"
-        if text is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.write_text(text, encoding="utf-8")
-        monkeypatch.setattr(prec, "CPUINFO", path)
+def cpu(monkeypatch):
+    """Answer torch's CPU probes as a given CPU would: ``cpu({probe: answer})``."""
+    def use(probes: dict[str, bool]) -> None:
+        fake = SimpleNamespace(**{name: (lambda answer=answer: answer) for name, answer in probes.items()})
+        monkeypatch.setattr(prec, "_torch_cpu", lambda: fake)
         prec.native_bf16.cache_clear()
     yield use
     prec.native_bf16.cache_clear()
 
 
 def test_auto_chooses_bfloat16_only_where_the_cpu_has_its_instructions(cpu, caplog):
-    assert prec.cpu_flags(ZEN4_FLAGS) >= {"avx512_bf16", "avx2"} and prec.cpu_flags("no flags here") == frozenset()
-    cpu(ZEN4_FLAGS)
+    cpu(ZEN4)
     assert prec.native_bf16() and prec.resolve_precision("auto") == "bfloat16"
     assert prec.resolve_precision("float32") == "float32"
-    cpu(OLDER_FLAGS)
+    cpu(SAPPHIRE_RAPIDS)
+    assert prec.resolve_precision("auto") == "bfloat16"
+    cpu(OLDER)
     assert not prec.native_bf16() and prec.resolve_precision("auto") == "float32"
     with caplog.at_level(logging.WARNING, logger="sirerag.embedding.precision"):
         assert prec.resolve_precision("bfloat16") == "bfloat16"  # asked for: honoured, with a warning
     assert "without bfloat16 instructions" in caplog.text
-    cpu(None)  # no /proc/cpuinfo (macOS, Windows)
+    cpu({})  # a torch without the probes
     assert prec.resolve_precision("auto") == "float32"
 
 
@@ -113,13 +112,13 @@ def test_a_build_records_its_precision_and_an_update_keeps_it(cpu, tmp_path):
     lines = (ROOT / "data" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
     (tmp_path / "old.jsonl").write_text("\n".join(lines[:12]) + "\n", encoding="utf-8")
     (tmp_path / "new.jsonl").write_text("\n".join(lines[12:14]) + "\n", encoding="utf-8")
-    cpu(OLDER_FLAGS)  # built where auto means float32 ...
+    cpu(OLDER)  # built where auto means float32 ...
     index = tmp_path / "index"
     assert main(["build", str(tmp_path / "old.jsonl"), "--out", str(index), "--trees", "none", "--quiet"]) == 0
     manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["embedder"]["spec"] == "st:all-MiniLM-L6-v2" and manifest["config"]["embedder"]["precision"] == "auto"
     before = {e.id for e in load_index(index).pool.entries}
-    cpu(ZEN4_FLAGS)  # ... and updated where auto would mean bfloat16: the new passages are embedded in float32
+    cpu(ZEN4)  # ... and updated where auto would mean bfloat16: the new passages are embedded in float32
     assert main(["add", str(index), str(tmp_path / "new.jsonl"), "--quiet"]) == 0
     updated = load_index(index)
     assert updated.manifest.embedder.spec == "st:all-MiniLM-L6-v2"

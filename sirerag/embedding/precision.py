@@ -5,7 +5,7 @@ float32 and so do the returned vectors. On a CPU with bfloat16 instructions (x86
 ``amx_bf16``) MiniLM encodes documents 1.6-1.8x faster, and its vectors keep a cosine of at least
 0.9999 with float32's (docs/performance.md, "Embedding in bfloat16"). Without those instructions torch
 emulates bfloat16, which is slower than float32, so ``auto`` (the default) chooses ``bfloat16`` only
-where the CPU has them.
+where the CPU has them (asked of torch, whose cpuinfo library reads the CPU on Linux, macOS and Windows).
 
 A bfloat16 embedder's spec ends in ``#bf16``: the embedding cache keeps its vectors apart from
 float32's, and the manifest records which one embedded the pool.
@@ -15,37 +15,29 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 logger = logging.getLogger(__name__)
 
 PRECISIONS = ("auto", "float32", "bfloat16")
 #: Ends the spec of an embedder that computes in bfloat16.
 BF16_SUFFIX = "#bf16"
-#: CPU flags (Linux ``/proc/cpuinfo``) of native bfloat16 matrix instructions.
-BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-CPUINFO = Path("/proc/cpuinfo")
+#: torch's CPU probes (``torch.cpu``, from the cpuinfo library it ships) of native bfloat16 matrix instructions.
+BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 
 
-def cpu_flags(cpuinfo: str) -> frozenset[str]:
-    """The flags of the first ``flags`` line of a ``/proc/cpuinfo`` text (empty when it has none)."""
-    for line in cpuinfo.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+def _torch_cpu() -> Any:
+    import torch.cpu
+
+    return torch.cpu
 
 
 @functools.lru_cache(maxsize=1)
 def native_bf16() -> bool:
-    """Whether this CPU has bfloat16 matrix instructions (read from ``/proc/cpuinfo``; False where
-    there is none, as on macOS and Windows)."""
-    try:
-        text = CPUINFO.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return bool(cpu_flags(text) & BF16_FLAGS)
+    """Whether this CPU has bfloat16 matrix instructions (x86 ``avx512_bf16`` or AMX), as torch's CPU probes
+    tell on every platform; False with a torch that has no such probe."""
+    cpu = _torch_cpu()
+    return any(bool(getattr(cpu, probe)()) for probe in BF16_PROBES if hasattr(cpu, probe))
 
 
 def resolve_precision(setting: str) -> str:

@@ -64,30 +64,29 @@ class OfflineExtractor:
         subject: str | None = hint if hint and person_like(hint, document.title) else None
         thing: str | None = hint if hint and subject is None else None  # a non-person document's subject
         kinds: frozenset[str] = frozenset()
-        previous, opening = "", None  # the sentence before and the non-person name it opens with
+        opening = None  # the non-person name the sentence before opens with
         for chunk in chunks:
             for sentence in self._sentences(chunk, document):
                 entities = tuple(self._tag(sentence, hints))
-                if not rows:
-                    if subject is None and entities and sentence.startswith(entities[0]) \
-                            and person_like(entities[0], document.title or entities[0]):
-                        subject, thing = entities[0], None
-                    elif thing is None and subject is None and entities and sentence.startswith(entities[0]):
-                        thing = entities[0]
+                if not rows:  # the first sentence: the name it opens with, and what it says the document is
+                    opener = entities[0] if entities and sentence.startswith(entities[0]) else None
+                    if opener and subject is None and person_like(opener, document.title or opener):
+                        subject, thing = opener, None
+                    elif opener and subject is None and thing is None:
+                        thing = opener
                     kinds = kind_words(sentence, document.title)
-                if self.resolve_pronouns and previous:
+                if self.resolve_pronouns and rows:
                     replaced, named = sentence, None
                     if opening:
                         replaced = substitute_thing(sentence, opening[0], kinds if opening[1] == thing else frozenset())
                         named = opening[1]
                     if replaced == sentence and subject:
-                        replaced, named = substitute_person(sentence, subject, previous, self._tag, hints), subject
+                        replaced, named = substitute_person(sentence, subject, rows[-1][2]), subject
                     if replaced != sentence:
                         sentence = replaced
                         entities = tuple(self._tag(sentence, hints + [named]))
                         self.stats["pronouns_substituted"] += 1
                 rows.append((chunk, sentence, entities))
-                previous = sentence
                 opening = opening_name(sentence, entities, thing, subject)
         completed = self._complete_names(rows, hint)
         out: list[Proposition] = []

@@ -78,16 +78,14 @@ def same_person(name: str, subject: str) -> bool:
     return (a[0] == b[0] and a[-1] == b[-1]) or a == b[:len(a)] or b == a[:len(b)]
 
 
-def substitute_person(sentence: str, subject: str, previous: str, tag: TagFunction, hints: Sequence[str]) -> str:
+def substitute_person(sentence: str, subject: str, previous: Sequence[str]) -> str:
     """``He``/``She``/``His``/``Her`` opening ``sentence`` replaced by the person ``subject`` unless the sentence
-    before (``previous``) names another person-like name."""
+    before, whose entities are ``previous``, names another person-like name."""
     match = _PRONOUN.match(sentence)
     if not match:
         return sentence
-    others = [e for e in tag(previous, hints) if len(e.split()) >= 2 and person_like(e, e)
-              and not same_person(e, subject)]
-    if others:  # another person-like name could be the antecedent: leave it
-        return sentence
+    if any(len(e.split()) >= 2 and person_like(e, e) and not same_person(e, subject) for e in previous):
+        return sentence  # another person-like name could be the antecedent: leave it
     if match.group(1):
         replacement = subject if match.group(1) in ("He", "She") else f"{subject}'s"
         return replacement + sentence[match.end():]
