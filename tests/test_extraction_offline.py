@@ -102,6 +102,14 @@ def test_a_one_word_name_of_the_person_is_not_an_antecedent_of_it_and_he_still_i
     assert props[4].text == "Audrey Hepburn lived there."
 
 
+def test_what_a_document_is_is_read_in_whole_words_only() -> None:
+    from sirerag.extraction.substitution import kind_words
+
+    first = ("The Gray Owls is a dance ensemble from Portland, Oregon, whose founder and first leader was a "
+             "bandleader")  # the definition's 80th character falls inside "bandleader", right after "band"
+    assert "band" not in kind_words(first, "The Gray Owls") and "ensemble" in kind_words(first, "The Gray Owls")
+
+
 def test_it_is_not_replaced_when_pronoun_substitution_is_off() -> None:
     doc = Document(id="d1", title="The Knife", text="The Knife is a 1961 film. It won a prize.")
     chunks = chunk_documents([doc], ChunkingConfig(mode="passage"))

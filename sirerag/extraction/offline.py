@@ -22,12 +22,15 @@ from typing import Callable, Iterable, Sequence
 
 from sirerag.text.chunking import sentence_spans
 from sirerag.extraction.normalize import normalize_entities
-from sirerag.extraction.substitution import (TagFunction, kind_words, opening_name, person_like,
-                                             substitute_person, substitute_thing, title_hint)
+from sirerag.extraction.substitution import (kind_words, opening_name, person_like, substitute_person,
+                                             substitute_thing, title_hint)
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.core.types import Chunk, Document, Proposition, collapse_ws
 
 logger = logging.getLogger(__name__)
+
+#: ``(sentence, hints) -> entities``
+TagFunction = Callable[[str, Sequence[str]], Sequence[str]]
 
 class OfflineExtractor:
     """Sentence propositions with rule-based entities; see the module docstring.

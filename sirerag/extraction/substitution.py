@@ -16,10 +16,7 @@ Deliberately conservative; a sentence is changed only where one antecedent is pl
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
-
-#: ``(sentence, hints) -> entities``
-TagFunction = Callable[[str, Sequence[str]], Sequence[str]]
+from typing import Sequence
 
 # a subject pronoun opening the sentence, or right after a short opening phrase ("In 2017, she ...")
 _PRONOUN = re.compile(r"^(?:(He|She|His|Her)|([A-Z][^,;.]{1,40}, )(he|she))\b(?!')")
@@ -35,7 +32,7 @@ _EXPLETIVE = re.compile(r"^It (?:is|was|has been|had been|would be|will be|seems
                         r"(?: \w+){0,2} (?:that|to|for|whether|how|why|when|until|if)\b"
                         r"|^It (?:rains|rained|snows|snowed|is raining|was raining|is snowing|was snowing)\b")
 # what a first sentence says a document is: "X is a 1961 Dutch film ..."
-_DEFINITION = re.compile(r"\b(?:is|was|are|were) (?:an?|the)\b([^.;]{0,80})")
+_DEFINITION = re.compile(r"\b(?:is|was|are|were) (?:an?|the)\b([^.;]{0,80})\b")  # ends on a word's end
 
 # last words that mark a name as a thing, place or organisation, not a person
 _NON_PERSON_HEADS = frozenset("""
@@ -111,16 +108,18 @@ def opening_name(sentence: str, entities: Sequence[str], thing: str | None,
     "The") and the text it opens with ("The 2002 Independent Spirit Awards"); None when the sentence
     opens with no entity, or with a person: a person-like name, or a word of the document's ``person``.
     ``thing``, the document's own non-person subject, always counts."""
-    for name in entities[:1]:
-        for text in (name, f"The {name}"):
-            if not sentence.startswith(text):
-                continue
-            if name == thing:
-                return text, name
-            if person and (same_person(name, person) or name.casefold() in person.casefold().split()):
-                return None
-            if name.startswith("The ") or not person_like(name, name):
-                return text, name
+    if not entities:
+        return None
+    name = entities[0]
+    for text in (name, f"The {name}"):
+        if not sentence.startswith(text):
+            continue
+        if name == thing:
+            return text, name
+        if person and (same_person(name, person) or name.casefold() in person.casefold().split()):
+            return None
+        if name.startswith("The ") or not person_like(name, name):
+            return text, name
     return None
 
 
@@ -139,5 +138,5 @@ def substitute_thing(sentence: str, antecedent: str, kinds: frozenset[str]) -> s
     return sentence
 
 
-__all__ = ["TagFunction", "kind_words", "opening_name", "person_like", "same_person", "substitute_person",
+__all__ = ["kind_words", "opening_name", "person_like", "same_person", "substitute_person",
            "substitute_thing", "title_hint"]
