@@ -1,0 +1,150 @@
+"""A real two-node Ray cluster on 127.0.0.1: a head and a second node started as separate processes
+(`ray start --head`, then `ray start --address`), each with one CPU. `sirerag build --engine ray
+--ray-address HOST:PORT` joins it, its two embedding actors (one CPU each) are placed one on each node, and
+the index it writes is byte-identical to a local build's."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from _llm_server import free_port
+
+from sirerag.cli.main import main
+from sirerag.core.config import BuildConfig
+from sirerag.engine.ray_engine import check_reachable
+from sirerag.pipeline.build import build_index
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'sirerag[ray]')")
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "corpus.jsonl"
+FILES = ("documents.jsonl", "chunks.jsonl", "entries.jsonl", "embeddings.npy")
+START_TIMEOUT = 180.0  # seconds for both nodes to register on a loaded machine
+
+
+def _ray_cli() -> str:
+    found = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    if not Path(found).exists():
+        pytest.fail("the ray extra is installed but its 'ray' command is not on PATH")
+    return found
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """One `ray start ... --block` process in its own session: stopping it stops the node it started."""
+    handle = log.open("wb")
+    return subprocess.Popen([_ray_cli(), "start", "--block", "--disable-usage-stats", "--num-cpus=1",
+                             "--node-ip-address=127.0.0.1", *args], stdout=handle, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)  # `ray start --block` stops its node's processes on SIGTERM
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # anything of that node still running
+    except ProcessLookupError:
+        pass
+
+
+_COUNT_NODES = """
+import sys, time, ray
+ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
+deadline = time.monotonic() + float(sys.argv[3])
+while True:
+    alive = sum(1 for node in ray.nodes() if node["Alive"])
+    if alive >= int(sys.argv[2]) or time.monotonic() > deadline:
+        break
+    time.sleep(0.5)
+ray.shutdown()
+print(alive)
+"""
+
+
+def _alive_nodes(address: str, want: int = 1, timeout: float = 0.0) -> int:
+    """How many nodes the cluster reports alive, read by a driver of its own (in a child process, so this
+    process stays unconnected); waits up to ``timeout`` seconds for ``want`` of them."""
+    counted = subprocess.run([sys.executable, "-c", _COUNT_NODES, address, str(want), str(timeout)],
+                             capture_output=True, text=True, timeout=timeout + 120)
+    lines = counted.stdout.split()
+    return int(lines[-1]) if counted.returncode == 0 and lines else 0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A head and a second node, as separate `ray start` processes with one CPU each."""
+    if ray.is_initialized():
+        ray.shutdown()
+    logs = tmp_path_factory.mktemp("ray_logs")
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # Ray's socket paths must stay short
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    head = _start(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}"], logs / "head.log")
+    nodes = [head]
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:  # the head's GCS accepts connections
+            try:
+                check_reachable(address, 2.0)
+                break
+            except Exception:  # noqa: BLE001 - ConfigError until the port opens
+                if head.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the Ray head did not start: {(logs / 'head.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        nodes.append(_start([f"--address={address}"], logs / "node.log"))
+        if _alive_nodes(address, want=2, timeout=max(deadline - time.monotonic(), 1.0)) < 2:
+            pytest.fail(f"the second Ray node did not join: {(logs / 'node.log').read_text()[-2000:]}")
+        yield address
+    finally:
+        for node in reversed(nodes):
+            _stop(node)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    rows = [json.loads(line) for line in DATA.open(encoding="utf-8")][:24]
+    path = tmp_path_factory.mktemp("ray_cluster_corpus") / "corpus.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_a_build_joins_a_two_node_cluster_and_writes_the_local_build_s_bytes(cluster, corpus, tmp_path, caplog):
+    local = tmp_path / "local"
+    config = BuildConfig(trees=("similarity",)).with_overrides(tree={"levels": 3}).validate()
+    build_index(corpus, local, config, show_progress=False)
+
+    out = tmp_path / "cluster"
+    with caplog.at_level(logging.INFO, logger="sirerag.engine.ray_engine"):
+        code = main(["build", str(corpus), "--out", str(out), "--trees", "similarity", "--engine", "ray",
+                     "--ray-address", cluster, "--quiet", "--config", str(_engine_toml(tmp_path))])
+    assert code == 0
+    assert f"joined the Ray cluster at {cluster}" in caplog.text
+    for name in FILES:
+        assert (out / name).read_bytes() == (local / name).read_bytes(), name
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["engine"]["name"] == "ray"
+    assert manifest["config"]["engine"]["address"] == cluster
+    assert not ray.is_initialized()  # the build disconnected; the cluster keeps running
+    assert _alive_nodes(cluster, want=2) == 2
+
+
+def _engine_toml(folder: Path) -> Path:
+    """Two actors of one CPU each: on two one-CPU nodes, Ray must place one on each."""
+    path = folder / "engine.toml"
+    path.write_text("[tree]\nlevels = 3\n\n[engine]\nactors = 2\nactor_num_cpus = 1\n", encoding="utf-8")
+    return path
