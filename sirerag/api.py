@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 SHORTHANDS: dict[str, tuple[str, str]] = {
     "embedder": ("embedder", "spec"), "llm": ("llm", "spec"), "chunking": ("chunking", "mode"),
     "graph": ("graph", "enabled"), "extractor": ("extraction", "extractor"), "engine": ("engine", "name"),
+    "follow_outside_links": ("corpus", "follow_outside_links"),
 }
 
 
@@ -39,7 +40,8 @@ def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildCon
 
     ``settings``: ``trees`` (a tuple, a comma string or ``"none"``), ``seed``, any config section as a
     mapping of its fields or as its dataclass (``tree={"levels": 2}``), and the shorthands of
-    :data:`SHORTHANDS` (``llm="hf:smollm2"``, ``chunking="passage"``, ``graph=True``...).
+    :data:`SHORTHANDS` (``llm="hf:smollm2"``, ``chunking="passage"``, ``graph=True``,
+    ``follow_outside_links=True``...).
 
     Raises:
         ConfigError: an unknown setting, a value of the wrong type or out of range.
@@ -232,14 +234,17 @@ class Index:
                     close()
 
     # -- changing and exporting -------------------------------------------------------------------
-    def add(self, corpus: str | Path | Sequence[Any], *, sync: bool = False, **options: Any) -> Any:
+    def add(self, corpus: str | Path | Sequence[Any], *, sync: bool = False, follow_outside_links: bool = False,
+            **options: Any) -> Any:
         """Add or update documents in place (``sirerag add``) and reload; returns the
         :class:`~sirerag.pipeline.update.UpdateReport`. A folder's documents are keyed by relative path;
-        ``sync=True`` also removes those whose files are gone. ``options``: ``cache_dir``,
+        ``sync=True`` also removes the documents it gave whose files are gone; ``follow_outside_links=True``
+        reads the files its symbolic links lead to outside it. ``options``: ``cache_dir``,
         ``refresh_threshold``, ``drift_warn``, ``show_progress``."""
         from sirerag.pipeline.update import update_index
 
-        report = update_index(self.path, add=corpus, sync=sync, **options)
+        report = update_index(self.path, add=corpus, sync=sync, follow_outside_links=follow_outside_links,
+                              **options)
         self._reload()
         return report
 

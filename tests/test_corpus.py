@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,70 @@ def test_bad_paths(tmp_path):
     (folder / "data.csv").write_text("x", encoding="utf-8")
     with pytest.raises(InputError, match=r"empty: empty corpus: no \.txt or \.md files"):
         load_corpus(folder)
-    (folder / "blank.txt").write_text(" \n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"blank\.txt: 'text' is empty"):
+    (folder / "blank.txt").write_text(" \n", encoding="utf-8")  # skipped: nothing else to read
+    with pytest.raises(InputError, match=r"empty: empty corpus \(no documents\)"):
         load_corpus(folder)
+    (folder / ".notes.txt").write_text("hidden", encoding="utf-8")
+    (folder / "blank.txt").unlink()
+    with pytest.raises(InputError, match=r"empty: empty corpus: no \.txt or \.md files in this folder \(1 skipped"):
+        load_corpus(folder)
+
+
+# --- what a folder corpus reads: links, hidden entries, empty files, file names -------------------------------
+def _linked_folder(tmp_path: Path) -> Path:
+    """docs/ with a file, links out of it (a file, a folder, a broken one), a link inside it, hidden entries and
+    a link to a hidden file; the secrets sit beside docs/."""
+    (tmp_path / "secret.cfg").write_text("api_key = sk-SECRET-4242\n", encoding="utf-8")
+    (tmp_path / "private").mkdir()
+    (tmp_path / "private" / "diary.md").write_text("Dear diary, the vault code is 7781.\n", encoding="utf-8")
+    docs = tmp_path / "docs"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "a.txt").write_text("Alpha is a river.\n", encoding="utf-8")
+    (docs / "sub" / "b.md").write_text("Beta is a mountain.\n", encoding="utf-8")
+    (docs / "notes.txt").symlink_to(tmp_path / "secret.cfg")
+    (docs / "passwd.txt").symlink_to("/etc/passwd")
+    (docs / "linked").symlink_to(tmp_path / "private", target_is_directory=True)
+    (docs / "gone.txt").symlink_to(tmp_path / "missing.txt")
+    (docs / "same.txt").symlink_to(docs / "a.txt")  # inside: read
+    (docs / "loop").symlink_to(docs, target_is_directory=True)  # inside: not walked again
+    (docs / ".env").write_text("TOKEN=dotenv-secret\n", encoding="utf-8")
+    (docs / ".git").mkdir()
+    (docs / ".git" / "config.txt").write_text("git secret\n", encoding="utf-8")
+    (docs / "env.txt").symlink_to(docs / ".env")  # a link to a hidden file is hidden too
+    return docs
+
+
+def test_a_folder_reads_no_file_outside_it_unless_allowed(tmp_path, caplog):
+    docs = _linked_folder(tmp_path)
+    with caplog.at_level(logging.INFO, logger="sirerag.core.io"):
+        loaded = load_corpus(docs)
+    assert [d.id for d in loaded] == ["a.txt", "same.txt", "sub/b.md"]
+    text = " ".join(d.text for d in loaded)
+    assert "SECRET" not in text and "root:" not in text and "diary" not in text and "secret" not in text
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"{docs}: skipped 4 symbolic link(s) whose real path lies outside the folder: gone.txt, "
+                        "linked, notes.txt, passwd.txt (corpus.follow_outside_links, --follow-outside-links, "
+                        "reads them)"]  # one warning
+    assert f"{docs}: skipped 3 hidden file(s) or folder(s) (names starting with '.'), e.g. .env, .git, env.txt" \
+        in caplog.text
+
+    allowed = load_corpus(docs, follow_outside_links=True)
+    assert [d.id for d in allowed] == ["a.txt", "linked/diary.md", "notes.txt", "passwd.txt", "same.txt", "sub/b.md"]
+    assert "sk-SECRET-4242" in allowed[2].text and "dotenv" not in " ".join(d.text for d in allowed)
+
+
+def test_empty_files_and_unusable_names_are_skipped_and_named(tmp_path, caplog):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Alpha.\n", encoding="utf-8")
+    (folder / "empty.txt").write_text("", encoding="utf-8")
+    (folder / "blank.md").write_text(" \n\t\n", encoding="utf-8")
+    (folder / "controls.txt").write_text("\x00\x01\n", encoding="utf-8")
+    (folder / "line\nbreak.txt").write_text("A name with a newline.\n", encoding="utf-8")
+    (Path(os.fsdecode(bytes(folder))) / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"Latin-1 name.\n")
+    with caplog.at_level(logging.WARNING, logger="sirerag.core.io"):
+        assert [d.id for d in load_corpus(folder)] == ["a.txt"]
+    assert f"{folder}: skipped 3 empty file(s) (no text but white space): blank.md, controls.txt, empty.txt" \
+        in caplog.text
+    assert f"{folder}: skipped 2 file(s) whose name is not UTF-8 text or holds a control character (no document " \
+           "id can be made of it): caf\\xe9.txt, line\\nbreak.txt" in caplog.text

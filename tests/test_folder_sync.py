@@ -5,13 +5,20 @@ update that leaves no trace of the old text (leaves, summaries, documents, BM25)
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import sirerag
 from sirerag.cli.main import main
 from sirerag.core.errors import ConfigError
-from sirerag.core.io.corpus import folder_file_of, load_corpus, stale_folder_ids
+from sirerag.core.io.corpus import load_corpus
+from sirerag.core.io.folder import stale_folder_ids
+from sirerag.core.types import Document
 from sirerag.core.io.markdown import slugify, split_sections
 
 
@@ -45,12 +52,27 @@ def test_a_folder_is_keyed_and_titled_by_relative_path(tmp_path):
         ("beta/headings.md", "beta/headings.md", "", "# Only\n## Headings")]  # headings only: kept whole
     assert loaded[2].content == "beta/README.md > History\nClimbed in 1901."
     assert loaded[2].to_dict() == {"id": "beta/README.md#history", "text": "Climbed in 1901.",
-                                   "title": "beta/README.md", "section": "History"}
-    assert "section" not in loaded[0].to_dict()  # records of other corpora do not change
-    assert folder_file_of("beta/README.md#history") == "beta/README.md" and folder_file_of("p0123") is None
-    assert stale_folder_ids(["a.md#x", "a.md#y", "b.txt", "p1"], ["a.md#x"], ["a.md"], sync=False) == ["a.md#y"]
-    assert stale_folder_ids(["a.md#x", "a.md#y", "b.txt", "p1"], ["a.md#x"], ["a.md"], sync=True) == \
-        ["a.md#y", "b.txt"]
+                                   "title": "beta/README.md", "section": "History",
+                                   "source": "docs/beta/README.md"}
+    assert "section" not in loaded[0].to_dict()  # empty: not written
+    assert {d.source for d in loaded} == {"docs/alpha/README.md", "docs/beta/README.md", "docs/beta/headings.md"}
+    assert "source" not in Document("p1", "t").to_dict()  # records of other corpora do not change
+
+
+def test_stale_documents_are_told_by_their_source_record_not_their_id(tmp_path, caplog):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    old = [Document("a.md#x", "x", source="docs/a.md"), Document("a.md#y", "y", source="docs/a.md"),
+           Document("b#c.txt", "b", source="docs/b#c.txt"), Document("notes.txt", "from a .jsonl"),
+           Document("d.txt", "other folder", source="notes/d.txt")]
+    new = [Document("a.md#x", "x", source="docs/a.md")]
+    assert stale_folder_ids(old, new, docs, sync=False) == ["a.md#y"]
+    assert stale_folder_ids(old, new, docs, sync=True) == ["a.md#y", "b#c.txt"]
+    legacy = [Document("a.md#y", "y"), Document("gone.txt", "g")]  # written before sources were recorded
+    with caplog.at_level(logging.WARNING, logger="sirerag.core.io.folder"):
+        assert stale_folder_ids(legacy, new, docs, sync=True, index="idx") == []
+    assert "idx: its documents carry no record of the file they came from" in caplog.text
+    assert "rebuild the index from the folder" in caplog.text
 
 
 @pytest.fixture()
@@ -126,3 +148,103 @@ def test_sync_needs_a_folder(folder, tmp_path, capsys):
         update_index(tmp_path / "no-index", add=corpus, sync=True)
     assert main(["add", str(tmp_path / "no-index"), str(corpus), "--sync"]) == 1
     assert "is not a folder" in capsys.readouterr().err
+
+
+def _ids(index) -> list[str]:
+    return [json.loads(line)["id"] for line in (index / "documents.jsonl").read_text().splitlines()]
+
+
+def test_files_with_a_hash_in_their_name_are_synced(folder, tmp_path, capsys):
+    (folder / "a#b.md").write_text("# Kettles\nThe Brassfield kettle whistles.\n\n## Lids\nIts lid is copper.\n",
+                                   encoding="utf-8")
+    (folder / "c#d.txt").write_text("The Dunmore lantern burns whale oil.\n", encoding="utf-8")
+    out = tmp_path / "index"
+    assert main(["build", str(folder), "--out", str(out), "--trees", "none", "--quiet"]) == 0
+    assert {"a#b.md#kettles", "a#b.md#kettles/lids", "c#d.txt"} <= set(_ids(out))
+    (folder / "a#b.md").unlink()
+    (folder / "c#d.txt").unlink()
+    assert main(["add", str(out), str(folder), "--sync", "--quiet"]) == 0
+    assert "0 updated, 3 removed" in capsys.readouterr().out
+    assert not [i for i in _ids(out) if "#b.md" in i or "#d.txt" in i]
+    texts = _index_texts(out)
+    assert "Brassfield" not in texts and "Dunmore" not in texts
+
+
+def test_sync_removes_only_the_documents_that_folder_gave(folder, tmp_path, capsys):
+    out = tmp_path / "index"
+    assert main(["build", str(folder), "--out", str(out), "--trees", "none", "--quiet"]) == 0
+    rows = tmp_path / "more.jsonl"  # an id that looks like a file of the folder
+    rows.write_text(json.dumps({"id": "notes.txt", "text": "The Kinloch ferry leaves at noon."}) + "\n",
+                    encoding="utf-8")
+    notes = tmp_path / "notes"  # a second folder
+    notes.mkdir()
+    (notes / "ferry.txt").write_text("The Kinloch ferry carries twelve cars.\n", encoding="utf-8")
+    assert main(["add", str(out), str(rows), "--quiet"]) == 0
+    assert main(["add", str(out), str(notes), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["add", str(out), str(folder), "--sync", "--quiet"]) == 0
+    assert "unchanged" in capsys.readouterr().out  # neither the .jsonl row nor the other folder's file
+    assert {"notes.txt", "ferry.txt"} <= set(_ids(out))
+    (notes / "ferry.txt").unlink()
+    (notes / "dock.txt").write_text("The Kinloch dock was rebuilt.\n", encoding="utf-8")
+    assert main(["add", str(out), str(notes), "--sync", "--quiet"]) == 0
+    assert "1 document(s) added, 0 updated, 1 removed" in capsys.readouterr().out
+    ids = _ids(out)
+    assert "ferry.txt" not in ids and {"notes.txt", "dock.txt", "salmon.txt", "beta/README.md#beta"} <= set(ids)
+
+
+def test_an_empty_file_blocks_neither_build_nor_sync(folder, tmp_path, capsys, caplog):
+    (folder / "empty.txt").write_text("", encoding="utf-8")
+    out = tmp_path / "index"
+    with caplog.at_level(logging.WARNING, logger="sirerag.core.io"):
+        assert main(["build", str(folder), "--out", str(out), "--trees", "none", "--quiet"]) == 0
+    assert "skipped 1 empty file(s) (no text but white space): empty.txt" in caplog.text
+    assert "empty.txt" not in _ids(out)
+    (folder / "salmon.txt").write_text("   \n", encoding="utf-8")  # emptied: like a deleted file
+    assert main(["add", str(out), str(folder), "--sync", "--quiet"]) == 0
+    assert "0 updated, 1 removed" in capsys.readouterr().out
+    assert "salmon.txt" not in _ids(out)
+
+
+def test_links_out_of_the_folder_through_the_cli_and_the_api(folder, tmp_path):
+    """The secret a link leads to reaches no file of the index, built or added in another process; the flag
+    and the keyword read it."""
+    secret = tmp_path / "secret.cfg"
+    secret.write_text("api_key = sk-SECRET-4242\n", encoding="utf-8")
+    (folder / "notes.txt").symlink_to(secret)
+    (folder / "passwd.txt").symlink_to("/etc/passwd")
+    (folder / ".env").write_text("TOKEN=dotenv-7781\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+
+    def sirerag_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "sirerag.cli.main", *args], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    def every_byte(index: Path) -> bytes:
+        return b"".join(p.read_bytes() for p in sorted(index.rglob("*")) if p.is_file())
+
+    out = tmp_path / "index"
+    done = sirerag_cli("build", str(folder), "--out", str(out), "--trees", "none", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "skipped 2 symbolic link(s) whose real path lies outside the folder: notes.txt, passwd.txt" in done.stderr
+    assert b"SECRET-4242" not in every_byte(out) and b"root:" not in every_byte(out) and b"7781" not in every_byte(out)
+    done = sirerag_cli("add", str(out), str(folder), "--sync", "--quiet")
+    assert done.returncode == 0 and "unchanged" in done.stdout, done.stderr
+    assert b"SECRET-4242" not in every_byte(out)
+    done = sirerag_cli("add", str(out), str(folder), "--follow-outside-links", "--quiet")
+    assert done.returncode == 0 and "2 document(s) added" in done.stdout, done.stderr
+    assert b"SECRET-4242" in every_byte(out)
+    done = sirerag_cli("add", str(out), str(folder), "--sync", "--quiet")  # without the flag: they go again
+    assert done.returncode == 0 and "2 removed" in done.stdout, done.stderr
+    assert {"notes.txt", "passwd.txt"}.isdisjoint(_ids(out))
+
+    with sirerag.Index.build(folder, tmp_path / "api", trees="none", follow_outside_links=True) as index:
+        assert "sk-SECRET-4242" in {d.id: d.text for d in index.documents()}["notes.txt"]
+        assert index.manifest.config["corpus"] == {"follow_outside_links": True}
+    with sirerag.Index.build(folder, tmp_path / "api2", trees="none") as index:
+        assert "notes.txt" not in {d.id for d in index.documents()}
+        index.add(folder, follow_outside_links=True)
+        assert "notes.txt" in {d.id for d in index.documents()}
+        with pytest.raises(ConfigError, match="corpus.follow_outside_links must be"):
+            index.add(folder, follow_outside_links="yes")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sirerag.cli.common import add_common, progress_enabled
+from sirerag.cli.common import add_common, add_follow_outside_links, progress_enabled
 
 
 def _update_options(p: Any) -> None:
@@ -31,7 +31,9 @@ def register(sub: Any) -> None:
     p.add_argument("corpus", help=".jsonl of {id?, title?, text} rows, a .json list of them, or a folder of .txt/.md "
                                   "(documents keyed by relative path: an edited file replaces its old text)")
     p.add_argument("--sync", action="store_true",
-                   help="CORPUS is a folder: also remove the documents whose files are no longer in it")
+                   help="CORPUS is a folder: also remove the documents it gave whose files are no longer in it "
+                        "(or now empty or skipped)")
+    add_follow_outside_links(p)
     _update_options(p)
     p.set_defaults(func=run)
 
@@ -44,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = update_index(args.index, add=args.corpus, cache_dir=args.cache, drift_warn=args.drift_warn,
                           refresh_threshold=args.refresh_threshold, sync=args.sync,
+                          follow_outside_links=args.follow_outside_links,
                           show_progress=progress_enabled(args))
     print_report(report)
     return 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sirerag.cli.common import add_common, progress_enabled
+from sirerag.cli.common import add_common, add_follow_outside_links, progress_enabled
 
 TREE_HELP = "comma list from {similarity,relatedness}, or 'none' for a pool of leaves only (default: both)"
 
@@ -17,6 +17,7 @@ def register(sub: Any) -> None:
                        description="Build a SiReRAG index directory (manifest.json + entries.jsonl + embeddings.npy).")
     p.add_argument("corpus", help=".jsonl of {id?, title?, text} rows, a .json list of them, or a folder of .txt/.md")
     p.add_argument("--out", help="index directory to write (required unless --dry-run)")
+    add_follow_outside_links(p)
     p.add_argument("--config", help="TOML file with build settings (command-line options override it)")
     p.add_argument("--trees", help=TREE_HELP)
     p.add_argument("--chunking", choices=["tokens", "passage"], help="tokens: 100-token chunks; passage: one per document")
@@ -76,6 +77,8 @@ def config_from_args(args: argparse.Namespace):  # noqa: ANN201 - BuildConfig
         overrides["extraction"] = extraction
     if args.graph:
         overrides["graph"] = {"enabled": True}
+    if args.follow_outside_links:
+        overrides["corpus"] = {"follow_outside_links": True}
     engine: dict[str, Any] = {}
     if getattr(args, "engine", None):
         engine["name"] = args.engine

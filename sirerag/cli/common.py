@@ -12,3 +12,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 def progress_enabled(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False)
+
+
+def add_follow_outside_links(parser: argparse.ArgumentParser) -> None:
+    """``--follow-outside-links`` (``corpus.follow_outside_links``) for the commands that read a folder."""
+    parser.add_argument("--follow-outside-links", action="store_true",
+                        help="CORPUS is a folder: also read the files and folders its symbolic links lead to "
+                             "outside it (skipped by default, with a warning); hidden entries stay skipped")

@@ -84,14 +84,18 @@ class _Record:
 class Document(_Record):
     """One input document (a benchmark passage, a file, a JSON row, a section of a Markdown file).
 
-    ``section``: the heading path of a Markdown section (``"Install > Linux"``), empty otherwise;
-    it is left out of :meth:`to_dict` when empty, so other corpora's records do not change.
+    ``section``: the heading path of a Markdown section (``"Install > Linux"``), empty otherwise.
+    ``source``: for a document read from a folder corpus, the file it came from as ``FOLDER/RELATIVE/PATH``
+    (``FOLDER`` the folder's own name), so ``add --sync`` knows which documents a folder gave; empty for
+    documents from a ``.jsonl``/``.json`` file or from Python. Both are left out of :meth:`to_dict` when
+    empty, so other corpora's records do not change.
     """
 
     id: str
     text: str
     title: str = ""
     section: str = ""
+    source: str = ""
 
     @property
     def heading(self) -> str:
@@ -106,7 +110,7 @@ class Document(_Record):
 
     def to_dict(self) -> dict[str, Any]:
         out = {"id": self.id, "text": self.text, "title": self.title}
-        return {**out, "section": self.section} if self.section else out
+        return {**out, **{key: value for key, value in (("section", self.section), ("source", self.source)) if value}}
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,8 @@ class CountingRunner:
 
         corpus, config = self.corpus, self.config
         self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
-            load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes)
+            load_corpus(corpus, warn_passage_bytes=config.chunking.warn_passage_bytes,
+                        follow_outside_links=config.corpus.follow_outside_links)
         self.chunks = chunk_documents(self.documents, config.chunking)
         self.report.plan = list(self.plan.names)
         self.report.corpus = {"documents": len(self.documents), "chunks": len(self.chunks),

@@ -124,7 +124,8 @@ class BuildRunner(IndexWriter):
 
         corpus = self.corpus
         self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \
-            load_corpus(corpus, warn_passage_bytes=self.config.chunking.warn_passage_bytes)
+            load_corpus(corpus, warn_passage_bytes=self.config.chunking.warn_passage_bytes,
+                        follow_outside_links=self.config.corpus.follow_outside_links)
         self.chunks = chunk_documents(self.documents, self.config.chunking)
         save_records(self.out, DOCUMENTS, self.documents)
         save_records(self.out, CHUNKS, self.chunks)

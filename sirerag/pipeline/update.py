@@ -31,7 +31,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from sirerag.core.config import BuildConfig
+from sirerag.core.config import BuildConfig, CorpusConfig
 from sirerag.core.errors import ConfigError, SireragError
 from sirerag.embedding.precision import precision_of
 from sirerag.extraction.extractor import FAILURES, REWRITES
@@ -71,7 +71,8 @@ class _Unchanged(Exception):
 def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | None = None,
                  remove: Iterable[str] = (), cache_dir: str | Path | None = None, summarizer: Any | None = None,
                  drift_warn: float = DEFAULT_DRIFT_WARN, refresh_threshold: float = DEFAULT_REFRESH_THRESHOLD,
-                 sync: bool = False, show_progress: bool = False, on_stage: StageHook | None = None) -> UpdateReport:
+                 sync: bool = False, follow_outside_links: bool = False, show_progress: bool = False,
+                 on_stage: StageHook | None = None) -> UpdateReport:
     """Add and/or remove documents of an index in place.
 
     Args:
@@ -86,19 +87,24 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
         drift_warn: share of leaves changed since the last full build past which a warning is logged.
         refresh_threshold: share of a changed cluster's member tokens up to which it keeps its summary
             text (:class:`~sirerag.pipeline.changes.UpdateConfig`); 0 rewrites every changed cluster.
-        sync: with a folder ``add``, also remove the documents of the folder's files that are gone.
+        sync: with a folder ``add``, also remove the documents this folder gave (their ``source`` record
+            names it) whose files give none now (deleted, emptied or skipped).
+        follow_outside_links: in a folder, also read the files symbolic links lead to outside it
+            (``corpus.follow_outside_links`` for this update; the index's build setting is not used).
         show_progress: progress bars.
         on_stage: called around every stage, as for :func:`~sirerag.pipeline.build.build_index`.
 
     Raises:
-        ConfigError: ``refresh_threshold`` or ``drift_warn`` is out of range, or ``sync`` without a
-            folder to add; nothing changes.
+        ConfigError: ``refresh_threshold`` or ``drift_warn`` is out of range, ``follow_outside_links`` is not
+            a bool, or ``sync`` without a folder to add; nothing changes.
         InputError: an id to remove is not in the index, or the corpus is invalid; nothing changes.
         IndexFormatError: the index is not readable.
         IndexLockedError: another process is writing it.
         SireragError: the index uses a relatedness variant the update does not support.
     """
     settings = UpdateConfig(refresh_threshold=refresh_threshold, drift_warn=drift_warn).validate()
+    corpus = CorpusConfig(follow_outside_links=follow_outside_links)
+    corpus.validate()
     if sync and not (isinstance(add, (str, Path)) and Path(add).is_dir()):
         raise ConfigError(f"--sync keeps an index in step with a folder; {add!r} is not a folder")
     out = Path(index)
@@ -109,7 +115,7 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     try:
         with staged_index(out, command=command, keep=kept_folders(out, cache), inputs=inputs) as stage:
             report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress,
-                             on_stage, sync)
+                             on_stage, sync, corpus)
     except _Unchanged as exc:
         return UpdateReport(out=out, changed=False, counts=exc.args[0])
     report.timings["total"] = round(time.perf_counter() - start, 3)
@@ -126,9 +132,11 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
 
 def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path, summarizer: Any,
             command: str, settings: UpdateConfig, show_progress: bool, on_stage: StageHook | None,
-            sync: bool = False) -> UpdateReport:
+            sync: bool = False, corpus: CorpusConfig = CorpusConfig()) -> UpdateReport:
     old = load_index(out)
     config = old.manifest.build_config(source=f"{out}/manifest.json").validate()
+    # which files a folder gives is this command's choice, not the build's
+    config = replace(config, corpus=corpus)
     if "aggregate_vectors" not in (old.manifest.config or {}).get("relatedness", {}):
         # built before aggregate vectors were derived: new aggregates are embedded as its old ones were
         config = replace(config, relatedness=replace(config.relatedness, aggregate_vectors="text"))
@@ -170,16 +178,17 @@ class IncrementalRunner(IndexWriter):
 
     def load(self, stage: Stage) -> None:
         from sirerag.text.chunking import chunk_documents
-        from sirerag.core.io.corpus import folder_files, load_corpus, stale_folder_ids
+        from sirerag.core.io.corpus import load_corpus
+        from sirerag.core.io.folder import stale_folder_ids
 
         add, config = self.add, self.config
         new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \
-            load_corpus(add, warn_passage_bytes=config.chunking.warn_passage_bytes)
+            load_corpus(add, warn_passage_bytes=config.chunking.warn_passage_bytes,
+                        follow_outside_links=config.corpus.follow_outside_links)
         old_docs = self.old.documents()
         remove = list(self.remove)
         if isinstance(add, (str, Path)) and Path(add).is_dir():  # a folder: its files' old sections go too
-            remove += stale_folder_ids([d.id for d in old_docs], [d.id for d in new_docs], folder_files(add),
-                                       sync=self.sync)
+            remove += stale_folder_ids(old_docs, new_docs, add, sync=self.sync, index=self.old.path)
         self.change = plan = plan_changes(old_docs, add=new_docs, remove=remove)
         self.update_counts = {"documents_added": len(plan.added) - len(plan.updated),
                               "documents_updated": len(plan.updated),

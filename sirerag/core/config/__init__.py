@@ -16,6 +16,7 @@ from sirerag.core.config.sections import (
     TREE_CHOICES,
     ChunkingConfig,
     ClusteringConfig,
+    CorpusConfig,
     EmbedderConfig,
     EngineConfig,
     ExtractionConfig,
@@ -28,6 +29,7 @@ from sirerag.core.config.sections import (
 __all__ = [
     "TREE_CHOICES",
     "BuildConfig",
+    "CorpusConfig",
     "ChunkingConfig",
     "ClusteringConfig",
     "EmbedderConfig",

@@ -11,6 +11,7 @@ from sirerag.core.config.sections import (
     TREE_CHOICES,
     ChunkingConfig,
     ClusteringConfig,
+    CorpusConfig,
     EmbedderConfig,
     EngineConfig,
     ExtractionConfig,
@@ -43,6 +44,7 @@ class BuildConfig:
     relatedness: RelatednessConfig = field(default_factory=RelatednessConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
 
     def validate(self) -> "BuildConfig":
         """Check the type of every field, then every range; returns the settings to build with (``self``,

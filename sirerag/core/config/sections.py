@@ -32,6 +32,19 @@ class ChunkingConfig:
 
 
 @dataclass(frozen=True)
+class CorpusConfig:
+    """How a folder corpus is read. ``follow_outside_links``: also read the files (and folders) a
+    symbolic link inside the folder leads to when their real path lies outside the folder; off, they
+    are skipped and counted in one warning. Hidden entries (names starting with ``.``) are always
+    skipped."""
+
+    follow_outside_links: bool = False
+
+    def validate(self) -> None:
+        check_types(self, "corpus")
+
+
+@dataclass(frozen=True)
 class EmbedderConfig:
     """``spec``: ``minilm`` (the offline default), ``st:PATH_OR_NAME`` or ``openai:MODEL``.
     ``short_texts``: ``auto`` embeds the build's short texts (propositions, entity names) of a
@@ -286,6 +299,7 @@ class EngineConfig:
 
 
 _SECTIONS: dict[str, type] = {
+    "corpus": CorpusConfig,
     "chunking": ChunkingConfig,
     "embedder": EmbedderConfig,
     "clustering": ClusteringConfig,

@@ -5,14 +5,15 @@ Three formats are accepted:
 * a ``.jsonl`` file, one JSON object per line: ``{"id"?, "title"?, "text"}``
   (the format of ``shared/bench/*/corpus.jsonl``; BEIR's ``_id`` is read as ``id``);
 * a ``.json`` file holding a list of such objects;
-* a folder of ``.txt`` / ``.md`` files (searched recursively, hidden entries
-  skipped, sorted by relative path). A file is keyed and titled by its relative path
+* a folder of ``.txt`` / ``.md`` files (searched recursively, sorted by relative path; hidden entries,
+  symbolic links that lead outside the folder and files whose name is not UTF-8 text are skipped:
+  :mod:`sirerag.core.io.folder`; empty files too, with a count in the log). A file is keyed and titled
+  by its relative path
   (``beta/README.md``), so an edited file is an update of the same document and two
   ``README.md`` files stay two documents. A Markdown file is split at its headings
   (:mod:`sirerag.core.io.markdown`): each section is a document ``PATH#SLUG/PATH`` whose
-  ``section`` is its heading path (the text before the first heading keeps the id ``PATH``).
-  :func:`folder_file_of` tells which file an index's document id came from, :func:`stale_folder_ids`
-  which documents to remove when the folder is added again.
+  ``section`` is its heading path (the text before the first heading keeps the id ``PATH``). Every
+  document of a folder records its file in ``source`` (:func:`sirerag.core.io.folder.folder_source`).
 
 Ids are kept when given, otherwise derived with :func:`sirerag.core.types.document_id`
 (the bench id scheme). Order is kept. Other fields are ignored (listed once in
@@ -34,12 +35,12 @@ from typing import Any, Iterable, Iterator
 from sirerag.core.errors import InputError
 from sirerag.core.io.files import json_type as _json_type
 from sirerag.core.io.files import read_json, read_jsonl_numbered
+from sirerag.core.io.folder import folder_source, scan_folder, shown_names
 from sirerag.core.types import Document, collapse_ws, document_id
 
 logger = logging.getLogger(__name__)
 
 FIELDS = ("id", "title", "text", "section")
-TEXT_SUFFIXES = (".txt", ".md")
 #: control characters that separate words: replaced by a space
 _CONTROL_SPACE = re.compile(r"[\x0b\x0c\x1c-\x1f\x85]")
 #: other control characters (NUL, escape, DEL, C1...) and lone surrogates: removed
@@ -69,7 +70,8 @@ def strip_controls(text: str) -> tuple[str, int]:
     return text, spaced + removed
 
 
-def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> list[Document]:
+def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000,
+                follow_outside_links: bool = False) -> list[Document]:
     """Read a corpus file or folder into documents, in corpus order.
 
     Args:
@@ -77,6 +79,8 @@ def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> lis
             ``.txt``/``.md`` files.
         warn_passage_bytes: log a warning naming the file and line of every text
             longer than this many UTF-8 bytes.
+        follow_outside_links: in a folder, also read the files symbolic links lead to outside it
+            (``corpus.follow_outside_links``).
 
     Returns:
         The documents; exact duplicates (same id, title and text) are kept once.
@@ -91,11 +95,11 @@ def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> lis
     """
     path = Path(path)
     if path.is_dir():
-        rows: Iterable[tuple[str, Any]] = _folder_rows(path)
+        rows: Iterable[tuple[str, Any, str]] = _folder_rows(path, follow_outside_links)
     elif not path.exists():
         raise InputError(f"corpus not found: {path}")
     elif path.suffix.lower() == ".jsonl":
-        rows = ((f"{path}:{lineno}", obj) for lineno, obj in read_jsonl_numbered(path, keep_surrogates=True))
+        rows = ((f"{path}:{lineno}", obj, "") for lineno, obj in read_jsonl_numbered(path, keep_surrogates=True))
     elif path.suffix.lower() == ".json":
         rows = _json_rows(path)
     else:
@@ -109,77 +113,57 @@ def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000) -> lis
     return documents
 
 
-def _json_rows(path: Path) -> Iterator[tuple[str, Any]]:
+def _json_rows(path: Path) -> Iterator[tuple[str, Any, str]]:
     data = read_json(path, keep_surrogates=True)
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a JSON list of objects with a 'text' field, "
                          f"got a JSON {_json_type(data)}")
     for i, obj in enumerate(data):
-        yield f"{path}: row index {i}", obj
+        yield f"{path}: row index {i}", obj, ""
 
 
-def _folder_rows(folder: Path) -> Iterator[tuple[str, Any]]:
-    files = [folder / rel for rel in folder_files(folder)]
-    if not files:
-        raise InputError(f"{folder}: empty corpus: no .txt or .md files in this folder")
-    for file in files:
+def _folder_rows(folder: Path, follow_outside_links: bool) -> Iterator[tuple[str, Any, str]]:
+    scan = scan_folder(folder, follow_outside_links=follow_outside_links)
+    scan.report()
+    if not scan.files:
+        skipped = len(scan.hidden) + len(scan.outside) + len(scan.bad_names)
+        raise InputError(f"{folder}: empty corpus: no .txt or .md files in this folder"
+                         + (f" ({skipped} skipped: see the log)" if skipped else ""))
+    empty: list[str] = []
+    for rel in scan.files:
+        file = folder / rel
         try:
             text = file.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"{file}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
-        rel = file.relative_to(folder).as_posix()
+        if not strip_controls(text)[0].strip():
+            empty.append(rel)
+            continue
+        source = folder_source(folder, rel)
         if file.suffix.lower() != ".md":
-            yield str(file), {"id": rel, "title": rel, "text": text.strip()}
+            yield str(file), {"id": rel, "title": rel, "text": text.strip()}, source
             continue
         from sirerag.core.io.markdown import split_sections
 
         sections = split_sections(text)
         if not sections:  # headings only: one document of the headings, so the file is not lost
-            yield str(file), {"id": rel, "title": rel, "text": text.strip()}
+            yield str(file), {"id": rel, "title": rel, "text": text.strip()}, source
         for section in sections:
             yield (f"{file} ({section.heading_path})" if section.path else str(file),
                    {"id": f"{rel}#{section.slug}" if section.slug else rel, "title": rel,
-                    "section": section.heading_path, "text": section.text})
+                    "section": section.heading_path, "text": section.text}, source)
+    if empty:
+        logger.warning("%s: skipped %d empty file(s) (no text but white space): %s", folder, len(empty),
+                       shown_names(empty))
 
 
-def folder_files(folder: str | Path) -> list[str]:
-    """Relative paths (POSIX) of the ``.txt``/``.md`` files a folder corpus reads, sorted."""
-    folder = Path(folder)
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                  if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
-
-
-def folder_file_of(doc_id: str) -> str | None:
-    """The relative file path a folder corpus's document id names (``a/b.md#x`` -> ``a/b.md``), or
-    None when the id is not of that form."""
-    path = doc_id.split("#", 1)[0]
-    return path if Path(path).suffix.lower() in TEXT_SUFFIXES and path.strip() else None
-
-
-def stale_folder_ids(old_ids: Iterable[str], new_ids: Iterable[str], files: Iterable[str], *,
-                     sync: bool) -> list[str]:
-    """Ids of an index to remove when a folder is added again: documents of a file the folder still
-    has that the new read does not give (a section removed or renamed), and with ``sync`` also the
-    documents of folder files that are gone."""
-    present, new = set(files), set(new_ids)
-    stale = []
-    for doc_id in old_ids:
-        path = folder_file_of(doc_id)
-        if path is None or doc_id in new:
-            continue
-        if path in present or sync:
-            stale.append(doc_id)
-    return stale
-
-
-def _collect(rows: Iterable[tuple[str, Any]], path: Path, warn_passage_bytes: int) -> list[Document]:
+def _collect(rows: Iterable[tuple[str, Any, str]], path: Path, warn_passage_bytes: int) -> list[Document]:
     documents: list[Document] = []
     first_seen: dict[str, tuple[str, Document]] = {}
     notes = _Notes()
     duplicates: list[tuple[str, str]] = []
-    for where, obj in rows:
-        doc = _document(where, obj, notes)
+    for where, obj, source in rows:
+        doc = _document(where, obj, notes, source)
         _check_size(where, doc.text, warn_passage_bytes, notes)
         if doc.id in first_seen:
             where_first, first = first_seen[doc.id]
@@ -224,7 +208,7 @@ def _clean(where: str, text: str, notes: _Notes) -> str:
     return cleaned
 
 
-def _document(where: str, obj: Any, notes: _Notes) -> Document:
+def _document(where: str, obj: Any, notes: _Notes, source: str = "") -> Document:
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object with a 'text' field, got a JSON {_json_type(obj)}")
     if "text" not in obj:
@@ -256,4 +240,4 @@ def _document(where: str, obj: Any, notes: _Notes) -> Document:
                              f"characters), got {raw!r}")
         doc_id = str(raw)
     notes.ignored.update(k for k in obj if k not in FIELDS and k != key)
-    return Document(id=doc_id, text=text, title=title, section=section)
+    return Document(id=doc_id, text=text, title=title, section=section, source=source)
