@@ -3,7 +3,8 @@
 # (`scripts/install.sh --dev`, hence CI). Resolves the extras of pyproject.toml plus
 # constraints/dev.in with uv, keeping constraints/ranges.txt.
 #
-#   bash scripts/lock.sh            rewrite constraints/ci.txt (needs PyPI)
+#   bash scripts/lock.sh            rewrite constraints/ci.txt (needs PyPI), keeping the pins that still fit
+#   SIRERAG_LOCK_UPGRADE=1 bash scripts/lock.sh   the newest versions the ranges allow
 #
 # After a refresh, run `bash scripts/test.sh` in a fresh environment (scripts/check_unpinned.sh shows
 # how) and commit the lock only when it is green.
@@ -20,6 +21,9 @@ trap 'rm -rf "$tmp"' EXIT
 # torch is the CPU wheel installed first; on PyPI the same version pulls CUDA packages, which a CPU
 # install never needs: resolve with torch fixed, then drop the CUDA-only packages from the lock.
 grep '^torch==' constraints/ranges.txt > "$tmp/override.txt"
+# uv keeps the versions already in its output file where they still fit (SIRERAG_LOCK_UPGRADE=1: newest instead),
+# so adding an extra pins its new packages without moving the rest of the lock
+[ -n "${SIRERAG_LOCK_UPGRADE:-}" ] || cp constraints/ci.txt "$tmp/resolved.txt"
 $PY -m uv pip compile pyproject.toml constraints/dev.in "${args[@]}" \
   -c constraints/ranges.txt --override "$tmp/override.txt" \
   --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
