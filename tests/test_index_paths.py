@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,6 +89,11 @@ def test_a_symlink_inside_the_index_pointing_out_is_refused(tmp_path):
     (index / "documents.jsonl").symlink_to(outside)
     with pytest.raises(IndexFormatError, match=r'files\["documents\.jsonl"\]: path leaves the index folder$'):
         load_index(index)
+    other = make_index(tmp_path / "other")  # a folder of the index that is a link out of it
+    (other / "graph").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    _edit(other, lambda m: m["components"].update({"graph": {"type": "entity_graph", "path": "graph"}}))
+    with pytest.raises(IndexFormatError, match=r"components\.graph\.path: path leaves the index folder$"):
+        read_manifest(other)
 
 
 def test_a_symlinked_index_folder_and_links_inside_it_still_load(tmp_path):
@@ -138,3 +146,17 @@ def test_a_manifest_of_another_format_is_refused_at_load_and_never_updated(tmp_p
     assert main(["add", str(index), str(corpus), "--quiet"]) == 1
     assert 'unknown format "other-tool-index"' in _one_error(capsys, "add")
     assert (index / "manifest.json").read_bytes() == before
+
+
+def test_the_cli_in_a_subprocess_refuses_an_outside_path_in_one_line(tmp_path):
+    index = make_index(tmp_path / "idx")
+    victim, record = _victim(tmp_path)
+    _edit(index, lambda m: m["files"].update({"../victim.txt": record}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    for args in (["verify", str(index)], ["inspect", str(index), "--out", str(tmp_path / "r.html")]):
+        done = subprocess.run([sys.executable, "-m", "sirerag.cli.main", *args, "--quiet"], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.splitlines() == [f"sirerag {args[0]}: error: {index / 'manifest.json'}: "
+                                            'files["../victim.txt"]: path leaves the index folder']

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sirerag.core.errors import ConfigError, IndexFormatError
-from sirerag.core.io.contained import check_inside, field_name
+from sirerag.core.io.contained import Folder, check_inside, field_name
 from sirerag.core.io.manifest import MANIFEST, UNLISTED, listed_names
 from sirerag.core.io.markers import GENERATOR, written_by_sirerag
 
@@ -192,8 +192,9 @@ def _read_marker(path: Path) -> Any:
 
 
 def _only_listed(folder: Path, listed: list[str], marker: str, shown: Any, option: str) -> None:
+    inside = Folder(folder)
     for rel in listed:  # what it lists lies inside it, or the marker is not sirerag's
-        check_inside(folder, rel, f"{option} {shown}: {marker}: {field_name('files', rel)}",
+        check_inside(inside, rel, f"{option} {shown}: {marker}: {field_name('files', rel)}",
                      what="the folder", error=ConfigError)
     present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir())
     allowed = set(listed) | {marker}

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 from sirerag import __version__
 from sirerag.core.errors import IndexFormatError, InputError
 from sirerag.core.io.checksums import MANIFEST, file_record, file_records, sample_digest
-from sirerag.core.io.contained import check_inside, field_name
+from sirerag.core.io.contained import Folder, check_inside, field_name
 from sirerag.core.io.files import damaged, read_json, write_json
 from sirerag.core.io.manifest.model import Manifest
 from sirerag.core.io.manifest.records import FORMAT_MARKER, FORMAT_VERSION, HEADER, FileRecord
@@ -86,17 +86,17 @@ def check_paths(directory: str | Path, manifest: Manifest) -> None:
     """Every path the manifest lists (``files``, ``components.NAME.path``, a ColBERT index's ``path``) must
     lie inside ``directory``: IndexFormatError naming the field of the first that leaves it (absolute, ``..``
     or through a symlink out of the folder)."""
-    source = Path(directory) / MANIFEST
+    source, folder = Path(directory) / MANIFEST, Folder(directory)
     for rel in manifest.files:
-        check_inside(directory, rel, f"{source}: {field_name('files', rel)}")
+        check_inside(folder, rel, f"{source}: {field_name('files', rel)}")
     for name, component in manifest.components.items():
         where = f"{source}: components.{name}"
         if component.path is not None:
-            check_inside(directory, component.path, f"{where}.path")
+            check_inside(folder, component.path, f"{where}.path")
         indexes = component.info.get("indexes")
         for key, record in (indexes.items() if isinstance(indexes, dict) else ()):
             if isinstance(record, dict) and "path" in record:
-                check_inside(directory, record["path"], f"{where}.{field_name('indexes', key)}.path")
+                check_inside(folder, record["path"], f"{where}.{field_name('indexes', key)}.path")
 
 
 def listed_names(directory: str | Path) -> set[str] | None:
