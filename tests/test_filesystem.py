@@ -109,3 +109,35 @@ def test_a_cache_that_cannot_be_opened_is_not_called_damaged(tmp_path):
         with cache_errors(tmp_path / "x.sqlite"):
             sqlite3.connect(f"file:{tmp_path}/missing/x.sqlite?mode=ro", uri=True)
     assert "damaged" not in str(info.value)
+
+
+@needs_namespaces
+def test_a_cache_on_a_nearly_full_disk_is_disk_full_at_every_size(tmp_path):
+    """With 8-20 KB free SQLite cannot grow its 32 KiB WAL index and says "disk I/O error"
+    (SQLITE_IOERR_SHMSIZE), not "database or disk is full": still a full disk, named as one."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    result = _in_namespace(f"""
+        import os, shutil
+        import numpy as np
+        from sirerag.core.errors import CacheError, DiskFullError
+        from sirerag.embedding.cache import EmbeddingCache
+        for free in (4, 8, 12, 14, 16, 20, 64):
+            shutil.rmtree("{disk}/cache", ignore_errors=True)
+            with open("{disk}/filler", "wb") as fh:
+                fh.truncate(0)
+                fh.write(b"x" * max(0, shutil.disk_usage("{disk}").free - free * 1024))
+            try:
+                cache = EmbeddingCache("{disk}/cache/embeddings")
+                cache.put("m", "doc", [str(i) for i in range(200)], np.ones((200, 384), dtype=np.float32))
+                print(free, "written")
+            except (DiskFullError, CacheError) as exc:
+                print(free, type(exc).__name__, exc)
+    """, f"mount -t tmpfs -o size=256k tmpfs {disk}")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 7, lines
+    for line in lines:
+        free, kind, message = line.split(" ", 2)
+        assert (kind, message.split(" (")[0]) == (
+            "DiskFullError", f"disk full while writing {disk}/cache/embeddings/embeddings.sqlite"), line

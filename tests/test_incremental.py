@@ -19,7 +19,7 @@ from sirerag.cli.main import main
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import InputError
 from sirerag.core.io.corpus import load_corpus
-from sirerag.core.io.manifest import Manifest
+from sirerag.core.io.manifest import Drift, Manifest
 from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index
 from sirerag.pipeline.verify import verify_index
@@ -95,7 +95,8 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
     assert [h["command"] for h in manifest.history] == ["add"]
     assert manifest.history[0]["documents_added"] == 8
     drift = manifest.drift
-    assert drift.leaves_removed == 0 and drift.share == round(drift.leaves_added / drift.leaves_at_full_build, 4) > 0
+    assert drift.leaves_removed == 0 and drift.share == round(
+        drift.leaves_added / (drift.leaves_at_full_build + drift.leaves_added), 4) > 0
     graph = json.loads((index / "graph" / "graph.json").read_text())["stats"]
     assert graph["passage_nodes"] == 40  # the graph was rebuilt over all documents
     pool_ids = set(pool)
@@ -178,6 +179,21 @@ def test_an_add_killed_halfway_leaves_the_old_index_and_the_rerun_completes(corp
     assert not list(index.parent.glob(f".{index.name}.stage-*"))  # the rerun cleaned up the killed stage
 
 
+def test_drift_stays_a_share_after_many_adds_and_removes():
+    plan = plan_changes([Document(id="a", text="one")], add=[Document(id="b", text="two")])
+    manifest = Manifest()
+    shares = [record_change(manifest, command="add", plan=plan, leaves_before=3, leaves_added=4, leaves_removed=0,
+                            summaries_written=0, chunks_extracted=0)["share"]]
+    assert shares == [0.5714]  # 4 of the 7 leaves held since the build were added (was 133%: 4 over the build's 3)
+    shares.append(record_change(manifest, command="add", plan=plan, leaves_before=7, leaves_added=30,
+                                leaves_removed=0, summaries_written=0, chunks_extracted=0)["share"])
+    shares.append(record_change(manifest, command="remove", plan=plan, leaves_before=37, leaves_added=0,
+                                leaves_removed=37, summaries_written=0, chunks_extracted=0)["share"])
+    assert shares == [0.5714, 0.9189, 1.0] and manifest.drift.leaves_removed == 37
+    old = Drift.from_dict({"leaves_at_full_build": 3, "leaves_added": 4, "share": 1.3333})  # an earlier version's
+    assert old.measured_share == 0.5714  # what stats shows for it
+
+
 def test_plan_skips_same_text_updates_changed_text_and_names_unknown_ids():
     old = [Document(id="a", text="one"), Document(id="b", text="two"), Document(id="c", text="three")]
     plan = plan_changes(old, add=[Document(id="a", text="one"), Document(id="b", text="TWO"),
@@ -193,7 +209,7 @@ def test_plan_skips_same_text_updates_changed_text_and_names_unknown_ids():
     drift = record_change(manifest, command="remove", plan=plan, leaves_before=99, leaves_added=0,
                           leaves_removed=2, summaries_written=1, chunks_extracted=0, summaries_stale=2,
                           stale_in_index=5, refresh_threshold=0.2)
-    assert drift == {"leaves_at_full_build": 10, "leaves_added": 2, "leaves_removed": 3, "share": 0.5,
+    assert drift == {"leaves_at_full_build": 10, "leaves_added": 2, "leaves_removed": 3, "share": 0.4167,
                      "summaries_stale": 5}
     assert manifest.history[1]["summaries_stale"] == 2 and manifest.history[1]["refresh_threshold"] == 0.2
     assert len(manifest.history) == 2 and manifest.drift.to_dict() == drift

@@ -137,7 +137,7 @@ def test_an_updated_index_manifest_round_trips_and_keeps_the_build_keys(built):
     manifest = load_index(index).manifest
     assert [h["command"] for h in manifest.history] == ["add"] and manifest.documents == 3
     assert isinstance(manifest.drift, Drift) and manifest.drift.leaves_added == 1
-    assert manifest.drift.leaves_at_full_build == 2 and manifest.drift.share == 0.5
+    assert manifest.drift.leaves_at_full_build == 2 and manifest.drift.share == 0.3333
     before = Manifest.from_dict(json.loads(built_text))
     assert manifest.config == before.config and manifest.embedder == before.embedder  # the build's settings kept
 

@@ -210,6 +210,68 @@ def test_a_cache_inside_an_index_is_refused_before_work(index_dir, tmp_path, cap
         check_cache_dir(index_dir)
 
 
+def test_the_root_is_never_a_cache(tmp_path):
+    with pytest.raises(ConfigError, match=r"^--cache / is the file-system root; sirerag writes its caches there"):
+        check_cache_dir("/")
+    with pytest.raises(ConfigError, match=r"^--reader-cache / is the file-system root"):
+        check_cache_dir("/", option="--reader-cache")
+
+
+def _cache_commands(index: Path, corpus: Path, questions: Path, out: Path, cache: str) -> dict[str, list[str]]:
+    return {
+        "build": ["build", str(corpus), "--out", str(out), "--trees", "none", "--cache", cache],
+        "build --dry-run": ["build", str(corpus), "--dry-run", "--trees", "none", "--cache", cache],
+        "add": ["add", str(index), str(corpus), "--cache", cache],
+        "remove": ["remove", str(index), "--ids", "d0-0", "--cache", cache],
+        "ask": ["ask", str(index), "Which passage?", "--llm", "openai:m@http://127.0.0.1:9/v1",
+                "--reader-cache", cache],
+        "eval": ["eval", str(index), "--questions", str(questions), "--reader", "openai:m@http://127.0.0.1:9/v1",
+                 "--reader-cache", cache],
+    }
+
+
+@pytest.mark.parametrize("cache", ["~", "."])
+@pytest.mark.parametrize("command", ["build", "build --dry-run", "add", "remove", "ask", "eval"])
+def test_no_cache_of_any_command_is_the_home_or_current_folder(tmp_path, monkeypatch, capsys, command, cache):
+    from test_index_safety import make_index
+
+    index = make_index(tmp_path / "idx")
+    corpus = tmp_path / "more.jsonl"
+    corpus.write_text(json.dumps({"id": "n1", "title": "N", "text": "A new town."}) + "\n")
+    questions = _questions(tmp_path)
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    before = (index / "manifest.json").read_bytes()
+    args = _cache_commands(index, corpus, questions, tmp_path / "out", cache)[command]
+    assert main(args + ["--quiet"]) == 1
+    what = "your home folder" if cache == "~" else "the current folder"
+    option = "--reader-cache" if command in ("ask", "eval") else "--cache"
+    assert f"{option} {home if cache == '~' else cache} is {what}" in _error(capsys, command.split()[0])
+    assert list(home.iterdir()) == list(work.iterdir()) == [] and not (tmp_path / "out").exists()
+    assert (index / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["add", "remove"])
+def test_add_and_remove_name_their_own_argument_not_out(tmp_path, capsys, command):
+    from test_index_safety import make_index
+
+    index = make_index(tmp_path / "idx")
+    (index / "notes.txt").write_text("mine")
+    corpus = tmp_path / "more.jsonl"
+    corpus.write_text(json.dumps({"id": "n1", "title": "N", "text": "A new town."}) + "\n")
+    args = ["add", str(index), str(corpus)] if command == "add" else ["remove", str(index), "--ids", "d0-0"]
+    assert main(args + ["--quiet"]) == 1
+    error = _error(capsys, command)
+    assert f"INDEX {index} is a sirerag index that also holds files sirerag did not write (notes.txt); " \
+           f"sirerag {command} replaces the whole folder: move those files out of it" in error
+    assert "--out" not in error and "a build" not in error
+    assert (index / "notes.txt").read_text() == "mine"
+
+
 def test_a_file_output_resolves_symlinks_and_refuses_folders(tmp_path):
     target = tmp_path / "real.json"
     target.write_text(json.dumps({"generator": "sirerag 0"}))

@@ -26,6 +26,7 @@ import numpy as np
 
 from sirerag.core.io import load_npy, read_jsonl, save_npy, write_json
 from sirerag.core.io.checksums import sha256_file
+from sirerag.core.io.contained import Folder, check_inside
 from sirerag.core.io.files import read_index_json
 from sirerag.core.types import Pool
 
@@ -112,6 +113,20 @@ def _fact_rows(fact_ids: Sequence[str], propositions: Path) -> np.ndarray | None
         logger.info("%s has no proposition %s of the graph's facts: no fact rows stored", propositions, missing[0])
         return None
     return np.array([line[fid] for fid in fact_ids], dtype=np.int64)
+
+
+#: The fields of a ``query_aids`` record that name a file or folder (relative to ``graph/``).
+_PATH_FIELDS = ("path", "entry_nodes", "seed_nodes")
+
+
+def check_aid_paths(directory: Path, record: Any, source: Path) -> None:
+    """The files ``graph.json``'s ``query_aids`` names must lie inside the graph folder ``directory``:
+    IndexFormatError naming ``source`` and the field of the first that leaves it."""
+    folder = Folder(directory)
+    for name, info in (record.items() if isinstance(record, dict) else ()):
+        for key in _PATH_FIELDS:
+            if isinstance(info, dict) and key in info:
+                check_inside(folder, info[key], f"{source}: query_aids.{name}.{key}", what="the graph folder")
 
 
 def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: np.ndarray) -> Any | None:

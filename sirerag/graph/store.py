@@ -31,7 +31,7 @@ from sirerag.core.io.files import loads_index_json, read_index_json
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
 from sirerag.graph.facts import FactTable, save_fact_arrays
-from sirerag.graph.query_aids import save_query_aids
+from sirerag.graph.query_aids import check_aid_paths, save_query_aids
 from sirerag.graph.surface import MIN_FORM_CHARS, surface_forms
 from sirerag.core.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
 from sirerag.core.types import Document, Pool, Proposition
@@ -122,6 +122,7 @@ def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGrap
     if meta.get("format") != GRAPH_FORMAT:
         raise IndexFormatError(f"{directory / _META}: graph format {meta.get('format')!r} is not supported "
                                f"(this version reads format {GRAPH_FORMAT}); rebuild the index")
+    check_aid_paths(directory, meta.get("query_aids"), directory / _META)
     entities, passages, counts = _nodes(directory)
     n = len(entities) + len(passages)
     indptr, indices, data = (load_npy(directory / f"adjacency_{part}.npy", mmap=True) for part in _CSR)

@@ -101,8 +101,9 @@ def record_change(manifest: Manifest, *, command: str, plan: Plan, leaves_before
     """Append the change to the manifest's ``history`` and update its ``drift`` (in place);
     returns the drift record (as the manifest writes it).
 
-    Drift is the share of leaves added or removed since the last full build, over the leaves
-    that build had; an index without a drift record (a full build) starts from ``leaves_before``.
+    Drift is a share, from 0 to 1: the leaves added or removed since the last full build, over every leaf
+    the index has held since (that build's and those added), at most 1 (a leaf added and removed again counts
+    in both); an index without a drift record (a full build) starts from ``leaves_before``.
     ``summaries_stale`` (this change) and ``stale_in_index`` (after it) count summaries that kept
     their text although their members changed (``refresh_threshold``).
     """
@@ -117,8 +118,7 @@ def record_change(manifest: Manifest, *, command: str, plan: Plan, leaves_before
     drift = manifest.drift or Drift(leaves_at_full_build=leaves_before)
     drift.leaves_added += leaves_added
     drift.leaves_removed += leaves_removed
-    base = max(drift.leaves_at_full_build, 1)
-    drift.share = round((drift.leaves_added + drift.leaves_removed) / base, 4)
+    drift.share = drift.measured_share
     drift.summaries_stale = stale_in_index
     manifest.drift = drift
     return drift.to_dict()

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sirerag.core.config import BuildConfig
+from sirerag.core.io.guard import check_cache_dir
 from sirerag.pipeline.dryrun_estimates import (CacheLookup, PlanningSummarizer, StageEstimate, extraction_estimates,
                                                summary_estimates)
 from sirerag.pipeline.models import Models
@@ -85,9 +86,10 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
     from sirerag.pipeline.build import check_loadable, check_specs
 
     config = check_specs((config or BuildConfig()).validate())
+    cache = check_cache_dir(cache_dir) if cache_dir is not None else None  # the embeddings are cached there
     check_loadable(config)  # fails where the build would, before its first call
     plan = BuildPlan.from_config(config)
-    with CountingRunner(corpus, config, plan, Path(cache_dir) if cache_dir is not None else None,
+    with CountingRunner(corpus, config, plan, cache,
                         show_progress=show_progress) as runner:
         plan.walk(runner, on_stage=on_stage)
     return runner.report

@@ -113,7 +113,8 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     start = time.perf_counter()
     inputs = (add,) if isinstance(add, (str, Path)) else ()
     try:
-        with staged_index(out, command=command, keep=kept_folders(out, cache), inputs=inputs) as stage:
+        with staged_index(out, command=command, keep=kept_folders(out, cache), inputs=inputs,
+                          option="INDEX") as stage:
             report = _update(out, stage, add, remove, cache, summarizer, command, settings, show_progress,
                              on_stage, sync, corpus)
     except _Unchanged as exc:

@@ -52,7 +52,8 @@ def index_stats(directory: str | Path | LoadedIndex) -> dict[str, Any]:
         "relatedness_variant": relatedness_counts.get("variant"),
         "embedder": manifest.embedder.spec if manifest.embedder is not None else None,
         "summarizer": manifest.summarizer,
-        "drift": manifest.drift.to_dict() if manifest.drift else {"share": 0.0, "leaves_added": 0, "leaves_removed": 0},
+        "drift": {**manifest.drift.to_dict(), "share": manifest.drift.measured_share} if manifest.drift
+        else {"share": 0.0, "leaves_added": 0, "leaves_removed": 0},
         "updates": len(manifest.history),
     }
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sirerag.core.errors import ConfigError, IndexFormatError
+from sirerag.core.io.contained import Folder, check_inside, field_name
 from sirerag.core.io.manifest import MANIFEST, UNLISTED, listed_names
 from sirerag.core.io.markers import GENERATOR, written_by_sirerag
 
@@ -43,18 +44,24 @@ def resolve(path: str | Path) -> Path:
     return Path(path).expanduser().resolve()
 
 
-def refuse_special(path: str | Path, option: str = "--out") -> Path:
+def refuse_special(path: str | Path, option: str = "--out", command: str = "") -> Path:
     """Refuse ``/``, the home folder and the current folder (and an existing file) as a folder to
-    replace; returns the resolved path."""
+    replace; returns the resolved path. ``command``: an update (``add``, ``remove``) of the index there."""
     shown = Path(path).expanduser()
     resolved = resolve(path)
-    for special, what in ((Path(resolved.anchor), "the file-system root"), (Path.home().resolve(), "your home folder"),
-                          (Path.cwd().resolve(), "the current folder")):
-        if resolved == special:
-            raise ConfigError(f"{option} {shown} is {what}; sirerag replaces the whole folder, choose a new one")
+    _refuse_special_folder(resolved, shown, option, f"sirerag {command} replaces the whole folder: run it from "
+                           "outside the index" if command else "sirerag replaces the whole folder, choose a new one")
     if resolved.exists() and not resolved.is_dir():
         raise ConfigError(f"{option} {shown} is an existing file, not a folder; choose a folder to create")
     return resolved
+
+
+def _refuse_special_folder(resolved: Path, shown: Any, option: str, advice: str) -> None:
+    """ConfigError when ``resolved`` is ``/``, the home folder or the current folder."""
+    for special, what in ((Path(resolved.anchor), "the file-system root"), (Path.home().resolve(), "your home folder"),
+                          (Path.cwd().resolve(), "the current folder")):
+        if resolved == special:
+            raise ConfigError(f"{option} {shown} is {what}; {advice}")
 
 
 def is_index(folder: Path) -> bool:
@@ -136,17 +143,19 @@ def _shown(names: list[str]) -> str:
 
 
 def check_index_out(out: str | Path, *, keep: tuple[str, ...] = UNLISTED, option: str = "--out",
-                    inputs: Iterable[Any] = ()) -> Path:
+                    inputs: Iterable[Any] = (), command: str = "build") -> Path:
     """Check that a build may replace ``out``: missing, empty, or a sirerag index whose folder
     holds only files sirerag wrote (the files its manifest lists, ``keep`` folders such as
     ``cache/``), not inside another index and holding no input. Returns the resolved path.
+    ``option`` and ``command`` name the argument and the command in messages (an update: the
+    index argument of ``add``/``remove``).
 
     Raises:
         ConfigError: ``/``, the home or current folder, a file, a folder that is not a sirerag
             index, an index folder holding other files (named in the message), inside an index,
             or an input.
     """
-    resolved = refuse_special(out, option)
+    resolved = refuse_special(out, option, "" if command == "build" else command)
     _refuse_in_index(resolved, out, option)
     _refuse_inputs(resolved, out, option, inputs, folder=True)
     if not resolved.exists():
@@ -162,8 +171,9 @@ def check_index_out(out: str | Path, *, keep: tuple[str, ...] = UNLISTED, option
     foreign = _foreign(names, allowed)
     if foreign:
         kind = "a sirerag index that also holds" if MANIFEST in names else "not a sirerag index; it holds"
-        raise ConfigError(f"{option} {out} is {kind} files sirerag did not write ({_shown(foreign)}); a build "
-                          "replaces the whole folder: choose a new or empty folder, or move those files")
+        advice = ("a build replaces the whole folder: choose a new or empty folder, or move those files"
+                  if command == "build" else f"sirerag {command} replaces the whole folder: move those files out of it")
+        raise ConfigError(f"{option} {out} is {kind} files sirerag did not write ({_shown(foreign)}); {advice}")
     return resolved
 
 
@@ -182,6 +192,10 @@ def _read_marker(path: Path) -> Any:
 
 
 def _only_listed(folder: Path, listed: list[str], marker: str, shown: Any, option: str) -> None:
+    inside = Folder(folder)
+    for rel in listed:  # what it lists lies inside it, or the marker is not sirerag's
+        check_inside(inside, rel, f"{option} {shown}: {marker}: {field_name('files', rel)}",
+                     what="the folder", error=ConfigError)
     present = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if not p.is_dir())
     allowed = set(listed) | {marker}
     folders = {Path(f).parent.as_posix() for f in allowed} | {"."}
@@ -241,14 +255,17 @@ def dataset_marker(files: Iterable[str], **info: Any) -> dict[str, Any]:
 
 
 def check_cache_dir(cache: str | Path, *, index: str | Path | None = None, option: str = "--cache") -> Path:
-    """A ``--cache`` folder may not lie inside an index, except in its ``cache/`` folder (and, for
-    the index ``index`` being written, in a top folder its manifest does not list). Returns the
-    resolved path.
+    """A ``--cache`` folder may not be ``/``, the home folder or the current folder, nor lie inside an
+    index, except in its ``cache/`` folder (and, for the index ``index`` being written, in a top folder
+    its manifest does not list). Returns the resolved path.
 
     Raises:
-        ConfigError: the folder is an index, a file, or inside an index's own files.
+        ConfigError: the folder is ``/``, the home or current folder, an index, a file, or inside an
+            index's own files.
     """
     resolved = resolve(cache)
+    _refuse_special_folder(resolved, Path(cache).expanduser(), option,
+                           "sirerag writes its caches there: give a folder of their own")
     if resolved.exists() and not resolved.is_dir():
         raise ConfigError(f"{option} {cache} is a file; give a folder for the caches")
     if is_index(resolved):

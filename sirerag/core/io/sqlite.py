@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Iterator
@@ -21,6 +22,23 @@ def _code(exc: sqlite3.Error) -> str:
     return str(getattr(exc, "sqlite_errorname", "") or "")
 
 
+#: Free space under which SQLite's "disk I/O error" means a full disk: with a few KB left it cannot grow the
+#: 32 KiB shared-memory file of its write-ahead log (SQLITE_IOERR_SHMSIZE), nor write a page.
+NEARLY_FULL = 1 << 20
+
+
+def _nearly_full(path: str | Path) -> bool:
+    """Whether the file system holding ``path`` (or its nearest existing folder) has under :data:`NEARLY_FULL`
+    bytes free for this user."""
+    folder = Path(path).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free < NEARLY_FULL
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def cache_errors(path: str | Path) -> Iterator[None]:
     """Turn SQLite's errors about a damaged file into a CacheError naming it, and a full disk into a
@@ -30,7 +48,8 @@ def cache_errors(path: str | Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        if _code(exc).startswith("SQLITE_FULL") or "disk is full" in str(exc):
+        if _code(exc).startswith("SQLITE_FULL") or "disk is full" in str(exc) or (
+                _code(exc).startswith("SQLITE_IOERR") and _nearly_full(path)):
             raise DiskFullError(f"disk full while writing {path} (free some space and run the command again; "
                                 "what was cached so far is kept)") from exc
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):

@@ -63,7 +63,7 @@ def recover(out: Path, keep: tuple[str, ...] = UNLISTED) -> None:
 
 @contextlib.contextmanager
 def staged_index(out: str | Path, *, command: str = "build", keep: tuple[str, ...] = UNLISTED,
-                 inputs: tuple[Any, ...] = ()) -> Iterator[Path]:
+                 inputs: tuple[Any, ...] = (), option: str = "--out") -> Iterator[Path]:
     """Hold ``out``'s lock and yield an empty staging folder; on success it replaces ``out``.
 
     Args:
@@ -71,15 +71,16 @@ def staged_index(out: str | Path, *, command: str = "build", keep: tuple[str, ..
         command: shown to a second writer that finds the lock taken.
         keep: top-level folders of ``out`` moved into the new index (the caches).
         inputs: the command's inputs, which ``out`` may not be, hold or lie in.
+        option: the argument ``out`` came from, named in messages (``INDEX`` of ``add``/``remove``).
 
     Raises:
         ConfigError: ``out`` may not be replaced (see :func:`check_index_out`).
         IndexLockedError: another process is writing ``out``.
     """
-    out = check_index_out(out, keep=keep, inputs=inputs)  # symlinks resolved: a link's folder is replaced
+    out = check_index_out(out, keep=keep, inputs=inputs, option=option, command=command)  # symlinks resolved
     with index_lock(out, command):
         recover(out, keep)
-        check_index_out(out, keep=keep, inputs=inputs)
+        check_index_out(out, keep=keep, inputs=inputs, option=option, command=command)
         stage = make_temp_dir(out, "stage")
         carried: list[str] = []
         swapped = False

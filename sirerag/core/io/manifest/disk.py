@@ -9,6 +9,7 @@ from typing import Any, Iterable
 from sirerag import __version__
 from sirerag.core.errors import IndexFormatError, InputError
 from sirerag.core.io.checksums import MANIFEST, file_record, file_records, sample_digest
+from sirerag.core.io.contained import Folder, check_inside, field_name
 from sirerag.core.io.files import damaged, read_json, write_json
 from sirerag.core.io.manifest.model import Manifest
 from sirerag.core.io.manifest.records import FORMAT_MARKER, FORMAT_VERSION, HEADER, FileRecord
@@ -74,8 +75,28 @@ def refresh_files(directory: str | Path, manifest: Manifest, under: str) -> Mani
 def parse_manifest(directory: str | Path) -> Manifest:
     """The manifest, whatever its version (of another version: its header and files only);
     IndexFormatError when it is missing, not JSON, not written by sirerag (no format marker and no
-    ``format_version``) or a field is not of its type (the message names it)."""
-    return Manifest.from_dict(_raw(directory), source=Path(directory) / MANIFEST)
+    ``format_version``, or another ``format``), a field is not of its type or a path it lists leaves the
+    index folder (the message names the field)."""
+    manifest = Manifest.from_dict(_raw(directory), source=Path(directory) / MANIFEST)
+    check_paths(directory, manifest)
+    return manifest
+
+
+def check_paths(directory: str | Path, manifest: Manifest) -> None:
+    """Every path the manifest lists (``files``, ``components.NAME.path``, a ColBERT index's ``path``) must
+    lie inside ``directory``: IndexFormatError naming the field of the first that leaves it (absolute, ``..``
+    or through a symlink out of the folder)."""
+    source, folder = Path(directory) / MANIFEST, Folder(directory)
+    for rel in manifest.files:
+        check_inside(folder, rel, f"{source}: {field_name('files', rel)}")
+    for name, component in manifest.components.items():
+        where = f"{source}: components.{name}"
+        if component.path is not None:
+            check_inside(folder, component.path, f"{where}.path")
+        indexes = component.info.get("indexes")
+        for key, record in (indexes.items() if isinstance(indexes, dict) else ()):
+            if isinstance(record, dict) and "path" in record:
+                check_inside(folder, record["path"], f"{where}.{field_name('indexes', key)}.path")
 
 
 def listed_names(directory: str | Path) -> set[str] | None:
@@ -97,6 +118,11 @@ def _raw(directory: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not (data.get("format") == FORMAT_MARKER or (
             isinstance(data.get("format_version"), int) and "sirerag_version" in data)):
         raise IndexFormatError(f"{path}: not a sirerag index manifest (no \"format\": \"{FORMAT_MARKER}\")")
+    if "format" in data and data["format"] != FORMAT_MARKER:  # a marker of another tool: never read or updated
+        shown = json.dumps(data["format"], ensure_ascii=False)[:60]
+        raise IndexFormatError(f"{path}: unknown format {shown} (format_version {data.get('format_version')!r}); "
+                               f"not a sirerag index manifest (sirerag reads \"format\": \"{FORMAT_MARKER}\", "
+                               f"format_version {FORMAT_VERSION})")
     return data
 
 

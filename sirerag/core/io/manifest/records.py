@@ -153,8 +153,8 @@ class Component:
 
 @dataclass
 class Drift:
-    """Leaves added and removed by ``sirerag add``/``remove`` since the last full build, ``share`` of the
-    leaves that build had; ``summaries_stale``: summaries kept although their members changed."""
+    """Leaves added and removed by ``sirerag add``/``remove`` since the last full build and their ``share``
+    (:attr:`measured_share`); ``summaries_stale``: summaries kept although their members changed."""
 
     leaves_at_full_build: int
     leaves_added: int = 0
@@ -174,6 +174,13 @@ class Drift:
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
+
+    @property
+    def measured_share(self) -> float:
+        """The leaves added or removed since the full build over every leaf the index held since (the
+        build's and those added), at most 1 (a leaf added and removed again counts twice); 4 places."""
+        changed = self.leaves_added + self.leaves_removed
+        return round(min(1.0, changed / max(self.leaves_at_full_build + self.leaves_added, 1)), 4)
 
 
 @dataclass
