@@ -114,16 +114,16 @@ def guarded(tmp_path_factory):
     return run
 
 
-def run_sirerag(guarded, argvs: list[list[str]]) -> tuple[list[tuple[int, str]], list[str]]:
-    """Each command line's exit status and error line, and every host the commands tried."""
+def run_sirerag(guarded, argvs: list[list[str]]) -> tuple[list[tuple[int, list[str]]], list[str]]:
+    """Each command line's exit status and stderr lines, and every host the commands tried."""
     proc, hosts = guarded("-c", DRIVER, json.dumps(argvs))
     assert proc.returncode == 0, proc.stderr
-    results = []
-    for code, err in json.loads(proc.stdout):
-        lines = err.strip().splitlines()
-        assert len(lines) == 1 and "Traceback" not in err, err
-        results.append((code, lines[0]))
-    return results, hosts
+    return [(code, err.strip().splitlines()) for code, err in json.loads(proc.stdout)], hosts
+
+
+def one_line(lines: list[str]) -> str:
+    assert len(lines) == 1 and "Traceback" not in lines[0], lines
+    return lines[0]
 
 
 def test_the_guard_records_and_refuses_a_request_to_another_host(guarded):
@@ -141,15 +141,15 @@ def test_build_with_a_typo_in_a_url_calls_no_other_host(guarded, tmp_path):
     argvs = [["build", str(corpus), "--out", str(tmp_path / "idx"), "--chunking", "passage", "--trees",
               trees[option], option, spec] for option, spec in cases]
     results, hosts = run_sirerag(guarded, argvs)
-    for (option, spec), (code, line) in zip(cases, results):
-        assert code == 1 and line.startswith(f"sirerag build: error: {option} openai:"), (spec, line)
     assert hosts == []
+    for (option, spec), (code, lines) in zip(cases, results):
+        assert code == 1 and one_line(lines).startswith(f"sirerag build: error: {option} openai:"), (spec, lines)
     assert not (tmp_path / "idx").exists()
 
 
 def test_ask_with_a_typo_in_a_url_calls_no_other_host(guarded, index_dir):
     results, hosts = run_sirerag(guarded, [["ask", str(index_dir), "Who designed the Harwick Bridge?", "--llm", spec]
                                            for spec in TYPOS])
-    for spec, (code, line) in zip(TYPOS, results):
-        assert code == 1 and line.startswith("sirerag ask: error: --llm openai:"), (spec, line)
     assert hosts == []
+    for spec, (code, lines) in zip(TYPOS, results):
+        assert code == 1 and one_line(lines).startswith("sirerag ask: error: --llm openai:"), (spec, lines)
