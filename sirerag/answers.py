@@ -9,10 +9,14 @@ prompt and request (:func:`sirerag.evaluation.qa.reader_request`, the prompt of
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from sirerag.core.errors import check
+from sirerag.core.config import LLMConfig
+from sirerag.core.errors import ConfigError, check
+from sirerag.core.io.corpus import terminal_text
 from sirerag.evaluation.qa import clean_answer, reader_request
 from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.retrievers.base import Hit
@@ -106,9 +110,37 @@ class Answer:
                 "sources": [{"n": n, **s.to_dict()} for n, s in enumerate(self.sources, start=1)]}
 
     def __str__(self) -> str:
+        """The answer and its sources for a terminal: without control or bidi characters (a reply's
+        ``\\x1b[2J`` never clears the screen); :meth:`to_dict` keeps the text exact."""
         lines = [self.text or "(no answer)", "", "sources:"]
         lines += [f"  [{n}] {source_label(s)}" for n, s in enumerate(self.sources, start=1)]
-        return "\n".join(lines)
+        return terminal_text("\n".join(lines))
+
+
+def open_reader(spec: str, config: LLMConfig, *, option: str = "llm", cache_dir: str | Path | None = None) -> Any:
+    """The reader ``spec`` names, once its endpoint answered (the check of ``sirerag build``,
+    :mod:`sirerag.llm.probe`): one ``llm.deadline`` covers the check and the reader's call with its
+    retries, and no wait of either (``llm.timeout``, backoff, ``Retry-After``) runs past it.
+
+    Raises:
+        ConfigError: a bad spec or setting, or an endpoint that does not answer in time (naming ``option``).
+    """
+    from sirerag.llm.factory import load_llm, parse_spec
+    from sirerag.llm.probe import check_endpoint
+    from sirerag.pipeline.endpoints import llm_endpoint
+
+    check(isinstance(config, LLMConfig), "llm_config", config, "a sirerag.core.config.LLMConfig")
+    config.validate()
+    parse_spec(spec, option=option)
+    end = time.monotonic() + float(config.deadline)
+    endpoint = llm_endpoint(option, spec, config, timeout=min(float(config.timeout), float(config.deadline)))
+    if endpoint is not None:
+        check_endpoint(endpoint)
+    left = end - time.monotonic()
+    if left <= 0:
+        raise ConfigError(f"{option} {spec}: the endpoint check used the whole llm.deadline of "
+                          f"{config.deadline:g}s")
+    return load_llm(spec, config=replace(config, deadline=left), cache_dir=cache_dir)
 
 
 def answer_question(question: str, results: Sequence[SearchResult], llm: Any, pool: Any, *,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
-from sirerag.core.config import BuildConfig
+from sirerag.core.config import BuildConfig, LLMConfig
 from sirerag.core.config.sections import _SECTIONS
 from sirerag.core.errors import ConfigError, check
 from sirerag.retrievers.base import check_query
@@ -195,7 +195,7 @@ class Index:
     # -- asking -----------------------------------------------------------------------------------
     def ask(self, question: str, llm: Any, *, k: int = 10, retriever: str | None = None,
             token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
-            cache_dir: str | Path | None = None, **options: Any) -> Answer:
+            cache_dir: str | Path | None = None, llm_config: LLMConfig | None = None, **options: Any) -> Answer:
         """Answer ``question`` from the ``k`` best entries, read in order up to ``token_budget`` tokens
         with the QA reader's prompt (``sirerag eval --reader``).
 
@@ -205,12 +205,15 @@ class Index:
             k, retriever, **options: as :meth:`search`.
             token_budget: context tokens at most. max_tokens: the answer's completion budget.
             cache_dir: cache the reader's calls here (default: no cache).
+            llm_config: the reader's :class:`~sirerag.core.config.LLMConfig` for a spec (timeouts, retries,
+                ``deadline``); an ``openai:`` endpoint is checked first, and the whole wait for the model
+                ends within ``llm_config.deadline`` seconds (:func:`~sirerag.answers.open_reader`).
 
         Raises:
-            InputError: an empty question. ConfigError: a bad spec or setting.
-            LLMCallError: the reader failed.
+            InputError: an empty question. ConfigError: a bad spec or setting, an endpoint that does not
+            answer. LLMCallError: the reader failed.
         """
-        from sirerag.answers import answer_question
+        from sirerag.answers import answer_question, open_reader
 
         check_query(question)
         if cache_dir is not None:  # never a cache inside an index: the output guard's rule, before any work
@@ -219,10 +222,7 @@ class Index:
             cache_dir = check_cache_dir(cache_dir, option="--reader-cache")
         reader = llm
         if isinstance(llm, str):
-            from sirerag.core.config import LLMConfig
-            from sirerag.llm.factory import load_llm
-
-            reader = load_llm(llm, config=LLMConfig(), cache_dir=cache_dir)
+            reader = open_reader(llm, LLMConfig() if llm_config is None else llm_config, cache_dir=cache_dir)
         results = self.search(question, k=k, retriever=retriever, **options)
         try:
             return answer_question(question, results, reader, self.pool, token_budget=token_budget,

@@ -2,8 +2,9 @@
 
 One rule for each concern:
 
-* :func:`split_openai_spec` reads the part of a spec after ``openai:``: ``MODEL`` or
-  ``MODEL@http(s)://HOST[:PORT]/PATH``;
+* :func:`split_openai_spec` reads the part of a spec after ``openai:``: ``MODEL`` (OpenAI's API, the only
+  form that reaches it) or ``MODEL@http(s)://HOST[:PORT]/PATH``; a model name that reads as an address
+  and a URL that is not http(s) are refused;
 * :func:`public_url` is the form of a server URL that may be logged or put in a spec
   (no user info, query or fragment);
 * :func:`call_with_retries` runs one request with the openai client's own retries off:
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import random
+import re
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -29,37 +32,58 @@ T = TypeVar("T")
 
 #: HTTP statuses worth retrying besides 5xx (request timeout, rate limit)
 TRANSIENT_STATUS = frozenset({408, 429})
-_URL_MARKERS = ("@http://", "@https://")
+#: a model name that reads as an address: HOST:PORT[/PATH], or localhost, an IP or a dotted host name
+#: followed by a path (``openai:x@localhost:8000/v1`` without its ``http://`` would otherwise be a model of OpenAI's)
+_HOST_PORT = re.compile(r"^[^/\s]*:\d{1,5}(/|$)")
+_HOST_PATH = re.compile(r"^(localhost|\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:.]*\])(/|$)|^([A-Za-z0-9-]+\.)+[A-Za-z]{2,}/",
+                        re.IGNORECASE)
+_EXAMPLE = "openai:MODEL for OpenAI's API, openai:MODEL@http://HOST:PORT/v1 for another server"
 
 
-def split_openai_spec(rest: str, *, default_model: str | None = None) -> tuple[str, str | None]:
+def split_openai_spec(rest: str, *, default_model: str | None = None,
+                      option: str = "openai spec") -> tuple[str, str | None]:
     """``MODEL`` or ``MODEL@http(s)://HOST:PORT/PATH`` (the part after ``openai:``) -> ``(model, url or None)``.
 
-    Only ``@http://`` or ``@https://`` starts the URL, so a model name may contain ``@``.
+    The first ``@`` starts the server URL, which must be ``http://`` or ``https://`` with a host. A model
+    name that holds ``://`` or reads as an address (``HOST:PORT``, ``localhost/v1``, ``10.0.0.1``,
+    ``api.example.com/v1``) is refused: only a spec that names no address at all goes to OpenAI's API
+    (or ``OPENAI_BASE_URL``), so a URL typo never sends requests there. ``option`` names the setting in
+    errors (``--llm``, ``embedder.spec``...).
 
     Raises:
-        ConfigError: no model name and no ``default_model``, or a URL without a host.
+        ConfigError: no model name and no ``default_model``, a model name that reads as an address, or a
+            URL that is not ``http(s)://HOST[:PORT][/PATH]``.
     """
-    model, url = rest.strip(), None
-    for marker in _URL_MARKERS:
-        if marker in model:
-            model, _, tail = model.partition(marker)
-            url = marker[1:] + tail
-            break
+    model, at, url = rest.strip().partition("@")
     model = model.strip() or (default_model or "")
+    where = f"{option} openai:{rest.partition('@')[0].strip()}" + (f"@{_shown_url(url.strip())}" if at else "")
     if not model:
-        raise ConfigError(f"an openai: spec needs a model name, e.g. openai:gpt-4o-mini or "
-                          f"openai:MODEL@http://HOST:PORT/v1; got openai:{rest!r}")
-    if url is not None:
-        check_server_url(url)
+        raise ConfigError(f"{where}: no model name; use {_EXAMPLE}")
+    if "://" in model or _HOST_PORT.match(model) or _HOST_PATH.match(model):
+        raise ConfigError(f"{where}: {model!r} reads as a server address, not a model name; a server is named "
+                          f"after '@' with http:// or https://, e.g. openai:MODEL@http://HOST:PORT/v1")
+    if not at:
+        return model, None
+    url = url.strip()
+    check_server_url(url, where=where)
     return model, url
 
 
-def check_server_url(url: str) -> None:
-    """Raise :class:`ConfigError` unless ``url`` is ``http(s)://HOST[:PORT][/PATH]``."""
+def check_server_url(url: str, *, where: str = "server URL") -> None:
+    """Raise :class:`ConfigError` (naming ``where``) unless ``url`` is ``http(s)://HOST[:PORT][/PATH]``."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"server URL must look like http://HOST:PORT/v1, got {public_url(url)!r}")
+    try:
+        parts.port  # noqa: B018 - a malformed port raises
+    except ValueError:
+        parts = urlsplit("")
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{where}: the server URL must be http:// or https:// with a host, e.g. "
+                          f"http://HOST:PORT/v1; got {_shown_url(url)!r}")
+
+
+def _shown_url(url: str) -> str:
+    """``url`` as an error may show it: without user info (a key), query or fragment."""
+    return public_url(url) if "://" in url else url.rpartition("@")[2]
 
 
 def public_url(url: str) -> str:
@@ -77,17 +101,22 @@ def public_url(url: str) -> str:
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often and how long to wait: ``base_delay * 2**attempt`` capped at ``max_delay``,
-    with equal jitter (half fixed, half random), at least ``Retry-After`` (also capped)."""
+    with equal jitter (half fixed, half random), at least ``Retry-After`` (capped at
+    ``retry_after_max`` and ``max_delay``)."""
 
     max_retries: int
     base_delay: float
     max_delay: float
+    retry_after_max: float | None = None
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         cap = min(self.max_delay, self.base_delay * (2 ** attempt))
         delay = cap / 2 + _random.uniform(0, cap / 2)
         if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_delay))
+            honoured = min(retry_after, self.max_delay)
+            if self.retry_after_max is not None:
+                honoured = min(honoured, self.retry_after_max)
+            delay = max(delay, honoured)
         return delay
 
 
@@ -106,6 +135,13 @@ class RequestFailed(Exception):
         super().__init__(message)
         self.transient = transient
         self.status = status
+
+
+def attempt_timeout(timeout: float, deadline: float | None) -> float:
+    """The seconds one attempt may wait: ``timeout``, or less when ``deadline`` (monotonic) comes sooner."""
+    if deadline is None:
+        return timeout
+    return max(0.05, min(timeout, deadline - time.monotonic()))
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -147,15 +183,16 @@ def describe(exc: BaseException, *, timeout: float | None = None, secret: str | 
 
 
 def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, *, label: str, timeout: float | None = None,
-                      secret: str | None = None) -> T:
+                      secret: str | None = None, deadline: float | None = None) -> T:
     """Call ``fn`` (one request through an openai client), retrying transient failures.
 
     Errors that are not openai client errors (e.g. a malformed reply found by ``fn``)
-    pass through unchanged.
+    pass through unchanged. With ``deadline`` (a :func:`time.monotonic` time), no retry waits past it
+    (``fn`` bounds each attempt's own wait, :func:`attempt_timeout`).
 
     Raises:
         RequestFailed: a client error that was not retryable, or still failing after
-            ``policy.max_retries`` retries (its message says after how many attempts).
+            ``policy.max_retries`` retries or at the deadline (its message says after how many attempts).
     """
     tenacity = require("tenacity", "openai", purpose="retrying requests to OpenAI-compatible servers")
     openai = require("openai", "openai", purpose="OpenAI-compatible servers")
@@ -168,7 +205,11 @@ def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, *, label: str, t
                        describe(state.outcome.exception(), timeout=timeout, secret=secret),
                        state.attempt_number, policy.max_retries, state.next_action.sleep)
 
-    retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(policy.max_retries + 1), wait=wait,
+    def past_deadline(state: Any) -> bool:
+        return deadline is not None and time.monotonic() + state.upcoming_sleep >= deadline
+
+    stop = tenacity.stop_after_attempt(policy.max_retries + 1) | past_deadline
+    retrying = tenacity.Retrying(stop=stop, wait=wait,
                                  retry=tenacity.retry_if_exception(is_transient), before_sleep=before_sleep,
                                  reraise=True)
     try:
@@ -177,6 +218,9 @@ def call_with_retries(fn: Callable[[], T], policy: RetryPolicy, *, label: str, t
         transient = is_transient(exc)
         message = describe(exc, timeout=timeout, secret=secret)
         if transient:
-            message += f" (gave up after {policy.max_retries + 1} attempts)"
+            attempts = retrying.statistics.get("attempt_number", policy.max_retries + 1)
+            at_deadline = deadline is not None and attempts < policy.max_retries + 1
+            message += f" (gave up after {attempts} attempt{'s' if attempts != 1 else ''}" \
+                       f"{' at the deadline' if at_deadline else ''})"
         # not chained: the client's error may quote request headers
         raise RequestFailed(message, transient=transient, status=getattr(exc, "status_code", None)) from None

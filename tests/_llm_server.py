@@ -118,18 +118,20 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class FlakyServer:
-    """A chat-completions endpoint on 127.0.0.1 that fails on purpose.
+    """A chat-completions endpoint on 127.0.0.1 that fails on purpose (``GET /v1/models`` answers, so the
+    endpoint check passes without a request of its own).
 
     Tags in the last user message choose the behaviour:
     ``[fail:CODE:N:ID]`` answers HTTP CODE the first N times request ID is seen, then succeeds;
     ``[hold]`` answers nothing until the server is closed (a client timeout, whatever the machine's speed);
-    ``[always:CODE]`` always answers CODE; ``[sleep:S]`` waits S seconds before answering;
+    ``[always:CODE]`` always answers CODE; ``[retry-after:S]`` always answers 429 with ``Retry-After: S``; ``[sleep:S]`` waits S seconds before answering;
     ``[echo-auth]`` fails with 401 quoting the Authorization header it received;
     ``[gate:N]`` holds each request until N of them are in flight together (or answers 503
     after 30 s), which proves concurrency without timing anything.
     A success echoes the message back as the completion, or answers ``reply(body)`` when a
     ``reply`` function is given. ``seen`` counts requests per message, ``bodies`` keeps every
-    request body, ``max_in_flight`` is the most requests handled at once.
+    request body, ``max_in_flight`` is the most requests handled at once (a request stops counting before its
+    reply is written, so a client that sends its next request on reading a reply is never counted twice).
     """
 
     def __init__(self, reply: Callable[[dict], str] | None = None) -> None:
@@ -148,6 +150,9 @@ class FlakyServer:
             def log_message(self, *args: object) -> None:  # keep test output quiet
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802 - GET /v1/models: the endpoint check of build and ask
+                self._send(200, {"object": "list", "data": [{"id": "any", "object": "model"}]})
+
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 message = body["messages"][-1]["content"]
@@ -158,9 +163,17 @@ class FlakyServer:
                     outer.bodies.append(body)
                     count = outer.seen[message]
                     outer.auth.append(self.headers.get("Authorization", ""))
+                self.counted = True
                 try:
                     self._answer(message, count, body)
                 finally:
+                    self._done()
+
+            def _done(self) -> None:
+                """The request stops counting as in flight: before its reply's first byte is written (the
+                client may send its next request as soon as it has read this one), or when it ends unanswered."""
+                if getattr(self, "counted", False):
+                    self.counted = False
                     with outer.lock:
                         outer.in_flight -= 1
 
@@ -182,6 +195,9 @@ class FlakyServer:
                     code, times = message.split("[fail:")[1].split("]")[0].split(":")[:2]
                     if count <= int(times):
                         return self._error(int(code), f"planned failure {count}")
+                if "[retry-after:" in message:
+                    seconds = message.split("[retry-after:")[1].split("]")[0]
+                    return self._error(429, "planned rate limit", {"Retry-After": seconds})
                 if "[always:" in message:
                     return self._error(int(message.split("[always:")[1].split("]")[0]), "planned failure")
                 if "[echo-auth]" in message:
@@ -193,12 +209,13 @@ class FlakyServer:
                          "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}}
                 self._send(200, reply)
 
-            def _error(self, code: int, text: str) -> None:
-                headers = {"Retry-After": "0"} if code == 429 else {}
+            def _error(self, code: int, text: str, headers: dict | None = None) -> None:
+                headers = headers or ({"Retry-After": "0"} if code == 429 else {})
                 self._send(code, {"error": {"message": text, "type": "test", "code": code}}, headers)
 
             def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
                 data = json.dumps(obj).encode()
+                self._done()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -84,7 +84,7 @@ def test_build_settings_are_checked_before_any_work(tmp_path):
         sirerag.Index.build(corpus, out, tree={"levels": "4"})
     with pytest.raises(ConfigError, match=r"trees must be a tuple of distinct values"):
         sirerag.Index.build(corpus, out, trees="similarity,forest")
-    with pytest.raises(ConfigError, match=r"embedder spec must be"):
+    with pytest.raises(ConfigError, match=r"--embedder must be"):
         sirerag.Index.build(corpus, out, embedder="word2vec")
     assert not out.exists()
 

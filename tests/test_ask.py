@@ -4,12 +4,16 @@ error. The reader is a scripted chat-completions server (``FlakyServer(reply=...
 from __future__ import annotations
 
 import json
+import re
+import socket
+import time
 
 import pytest
-from _llm_server import FlakyServer
+from _llm_server import FlakyServer, free_port
 from _tiny_index import QUESTION, build_tiny_index
 
 import sirerag
+from sirerag.answers import Answer, SearchResult
 from sirerag.cli.main import main
 from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError
@@ -75,7 +79,7 @@ def test_a_failing_reader_and_bad_settings_are_clear_errors(index_dir, capsys):
         with pytest.raises(ConfigError, match="token_budget must be an integer >= 1"):
             index.ask(QUESTION, llm, retriever="bm25", token_budget=0)
     assert main(["ask", str(index_dir), QUESTION, "--llm", "gpt4"]) == 1
-    assert "llm spec must look like openai:MODEL" in capsys.readouterr().err
+    assert "--llm must look like openai:MODEL" in capsys.readouterr().err
     assert main(["ask", str(index_dir), " ", "--llm", "openai:m@http://127.0.0.1:9/v1"]) == 1
     assert "query must be a question or keywords" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="^2$"):  # argparse's usage error
@@ -91,3 +95,106 @@ def test_a_reader_cache_inside_the_index_is_refused_before_any_work(index_dir, c
     assert sorted(p.name for p in (index_dir / "bm25").iterdir()) == bm25_files  # nothing written there
     with pytest.raises(ConfigError, match="--reader-cache .* is an index folder"):
         sirerag.Index.load(index_dir).ask(QUESTION, "openai:m@http://127.0.0.1:9/v1", cache_dir=index_dir)
+
+
+# -- the address rules: a URL typo never goes to OpenAI's API ----------------------------------------------
+@pytest.mark.parametrize("spec", ["openai:x@localhost:18451/v1", "openai:x@127.0.0.1:18451",
+                                  "openai:x@ftp://127.0.0.1/v1", "openai:127.0.0.1:18451/v1"])
+def test_a_url_typo_in_the_reader_is_refused_before_any_work(index_dir, capsys, monkeypatch, spec):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-0123456789")
+    assert main(["ask", str(index_dir), QUESTION, "--llm", spec]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"sirerag ask: error: --llm {spec}: ")
+    with sirerag.Index.load(index_dir) as index:
+        with pytest.raises(ConfigError, match=f"^llm {re.escape(spec)}: .*(server URL must be http|reads as a server)"):
+            index.ask(QUESTION, spec)
+    with pytest.raises(ConfigError, match="(server URL must be http|reads as a server address)"):
+        load_llm(spec)
+
+
+# -- what ask prints: no control or bidi characters on the terminal; --json exact -----------------------
+HOSTILE = "\x1b[2J\x1b[31mMargaret\u202e Lowe\x07\u2066x\u2069\x9b"
+
+
+def test_ask_strips_control_and_bidi_characters_from_its_text_output(index_dir, capsys):
+    with FlakyServer(reply=lambda body: HOSTILE) as server:
+        assert main(["ask", str(index_dir), QUESTION, "--llm", f"openai:reader@{server.url}", "-k", "1",
+                     "--retriever", "bm25"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("[2J[31mMargaret Lowex\n\nsources:\n  [1] Harwick Bridge (passage harwick)\n")
+        assert main(["ask", str(index_dir), QUESTION, "--llm", f"openai:reader@{server.url}", "-k", "1",
+                     "--retriever", "bm25", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["answer"] == HOSTILE  # --json keeps the text exact
+
+
+def test_an_answers_sources_are_printed_without_control_or_bidi_characters():
+    source = SearchResult(entry_id="e", score=1.0, text="t", title="evil\u202egnp.exe\x1b]0;x\x07", tree="similarity",
+                          kind="leaf", level=0, passages=("p\x1b[1m",), section="s\u2067")
+    answer = Answer(question="q", text="ok", sources=(source,), llm="openai:m", context_tokens=1)
+    assert str(answer) == "ok\n\nsources:\n  [1] evilgnp.exe]0;x > s (passage p[1m)"
+    assert answer.to_dict()["sources"][0]["title"] == "evil\u202egnp.exe\x1b]0;x\x07"
+
+
+# -- bounded waits: the endpoint is checked first, Retry-After is capped, one deadline ----------------------
+def one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_ask_against_a_server_that_never_answers_ends_at_its_timeout(index_dir, capsys):
+    with socket.socket() as listener:  # the kernel accepts connections; nobody ever answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        spec = f"openai:m@http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        started = time.monotonic()
+        assert main(["ask", str(index_dir), QUESTION, "--llm", spec, "--timeout", "2"]) == 1
+        assert re.search(r"error: llm openai:m at http://127\.0\.0\.1:\d+/v1: no answer within 2s; the endpoint "
+                         r"must answer before any work starts$", one_error(capsys))
+        with sirerag.Index.load(index_dir) as index, \
+                pytest.raises(ConfigError, match="no answer within 1s; the endpoint must answer"):
+            index.ask(QUESTION, spec, llm_config=LLMConfig(timeout=1.0))
+        assert time.monotonic() - started < 30  # before: 6 attempts of 120 s each
+
+
+def test_ask_against_a_refused_connection_stops_at_the_endpoint_check(index_dir, capsys):
+    spec = f"openai:m@http://127.0.0.1:{free_port()}/v1"
+    started = time.monotonic()
+    assert main(["ask", str(index_dir), QUESTION, "--llm", spec]) == 1
+    assert re.search(r"error: llm openai:m at http://127\.0\.0\.1:\d+/v1: connection error: .*refused.*; the "
+                     r"endpoint must answer before any work starts$", one_error(capsys))
+    with sirerag.Index.load(index_dir) as index, pytest.raises(ConfigError, match="connection error: .*refused"):
+        index.ask(QUESTION, spec)
+    assert time.monotonic() - started < 30  # before: 6 attempts with backoff, 24-30 s
+
+
+def test_a_long_retry_after_is_capped_and_the_deadline_holds(index_dir, capsys, tmp_path):
+    config = tmp_path / "reader.toml"
+    config.write_text("[llm]\nmax_retries = 2\nretry_base_delay = 0.0\nretry_max_delay = 60.0\n"
+                      "retry_after_max = 0.0\n")
+    question = f"{QUESTION} [retry-after:100000]"
+    started = time.monotonic()
+    with FlakyServer(reply=reply) as server:
+        spec = f"openai:reader@{server.url}"
+        # capped at llm.retry_after_max (0 s here): all three attempts, at once
+        assert main(["ask", str(index_dir), question, "--llm", spec, "--config", str(config)]) == 1
+        assert re.search(r"HTTP 429.*\(gave up after 3 attempts\)$", one_error(capsys))
+        assert server.seen[next(m for m in server.seen if "[retry-after" in m)] == 3
+        # the default cap is 30 s, longer than a 2 s deadline: one attempt, then the deadline
+        assert main(["ask", str(index_dir), question, "--llm", spec, "--timeout", "2"]) == 1
+        assert re.search(r"HTTP 429.*\(gave up after 1 attempt at the deadline\)$", one_error(capsys))
+        with sirerag.Index.load(index_dir) as index, \
+                pytest.raises(LLMCallError, match=r"HTTP 429.*gave up after 1 attempt at the deadline"):
+            index.ask(question, spec, llm_config=LLMConfig(deadline=2.0))
+    assert time.monotonic() - started < 30  # before: five waits of 60 s
+    assert LLMConfig().retry_after_max == 30.0
+
+
+def test_ask_refuses_a_bad_timeout_or_config_in_one_line(index_dir, capsys, tmp_path):
+    assert main(["ask", str(index_dir), QUESTION, "--llm", "openai:m@http://127.0.0.1:9/v1", "--timeout", "0"]) == 1
+    assert one_error(capsys) == "sirerag ask: error: --timeout must be a positive number of seconds, got 0.0"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[llm]\ndeadline = -1\n")
+    assert main(["ask", str(index_dir), QUESTION, "--llm", "openai:m@http://127.0.0.1:9/v1", "--config", str(bad)]) == 1
+    assert "llm.deadline must be a positive number of seconds, got -1" in one_error(capsys)

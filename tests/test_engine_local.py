@@ -48,7 +48,7 @@ def test_a_list_of_servers_is_parsed_and_checked():
     assert parsed.base_urls == ("http://a:1/v1", "http://b:2/v1") and parsed.base_url == "http://a:1/v1"
     with pytest.raises(ConfigError, match=r"a list of servers starts after @"):
         parse_spec("openai:m,http://b:2/v1")
-    with pytest.raises(ConfigError, match=r"server URL must look like http://HOST:PORT/v1"):
+    with pytest.raises(ConfigError, match=r"server URL must be http:// or https:// with a host, e.g. http://HOST:PORT/v1"):
         parse_spec("openai:m@http://a:1/v1,ftp://b/v1")
 
 

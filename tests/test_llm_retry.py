@@ -100,6 +100,36 @@ def test_concurrency_is_bounded(flaky):
     assert flaky.max_in_flight == 3  # three at once, never more
 
 
+def test_a_request_stops_counting_as_in_flight_before_its_reply_is_written(flaky, monkeypatch):
+    """The race behind a flaky ``assert 4 == 3`` above: the client sends its next request as soon as it has read a
+    reply, which may be before the handler that wrote it counts it out. Here the first reply's handler is held,
+    just after writing, until the second request has been counted: the two must never count together."""
+    import socketserver
+    import threading
+
+    second_counted = threading.Event()
+    handler = flaky.httpd.RequestHandlerClass
+    answer, write = handler._answer, socketserver._SocketWriter.write
+
+    def counting_answer(self, message, count, body):
+        if message == "second":
+            second_counted.set()
+        return answer(self, message, count, body)
+
+    def held_write(self, data):
+        written = write(self, data)
+        if b"echo: first" in bytes(data):
+            second_counted.wait(timeout=10)
+        return written
+
+    monkeypatch.setattr(handler, "_answer", counting_answer)
+    monkeypatch.setattr(socketserver._SocketWriter, "write", held_write)
+    llm = backend(flaky, LLMConfig(max_concurrency=1, timeout=30.0, max_retries=0))
+    assert llm.complete(req("first")).text == "echo: first"
+    assert llm.complete(req("second")).text == "echo: second"
+    assert second_counted.is_set() and flaky.max_in_flight == 1
+
+
 def test_key_is_sent_but_never_leaks_into_errors(flaky, monkeypatch):
     secret = "sk-test-5f3a9c1d7e2b4a6f8091"
     monkeypatch.setenv("SIRERAG_TEST_KEY", secret)

@@ -30,6 +30,11 @@ def register(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=DEFAULT_ANSWER_TOKENS,
                    help=f"completion budget of the answer (default {DEFAULT_ANSWER_TOKENS})")
     p.add_argument("--reader-cache", metavar="DIR", help="cache the reader's calls here (default: no cache)")
+    p.add_argument("--config", metavar="TOML", help="TOML file whose [llm] section sets the reader (timeouts, "
+                                                    "retries, deadline), as build's --config")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="the most seconds the ask waits for the model in all: the endpoint check, the request "
+                        "and its retries (llm.deadline; default 600)")
     add_retriever_options(p)
     p.add_argument("--json", action="store_true", help="print the answer and its sources as one JSON object")
     add_common(p)
@@ -45,12 +50,19 @@ def run(args: argparse.Namespace) -> int:
     check(args.token_budget >= 1, "--token-budget", args.token_budget, "a positive integer")
     check(args.max_tokens >= 1, "--max-tokens", args.max_tokens, "a positive integer")
     check_query(args.question)
+    from dataclasses import replace
+
+    from sirerag.core.config import LLMConfig, load_config
     from sirerag.llm.factory import parse_spec
 
-    parse_spec(args.llm)  # a malformed spec stops before the index is loaded
+    parse_spec(args.llm, option="--llm")  # a malformed spec stops before the index is loaded
+    llm_config = load_config(args.config).llm if args.config else LLMConfig()
+    if args.timeout is not None:
+        check(args.timeout > 0, "--timeout", args.timeout, "a positive number of seconds")
+        llm_config = replace(llm_config, deadline=args.timeout)
     with Index.load(args.index) as index:
         answer = index.ask(args.question, args.llm, k=args.k, retriever=args.retriever,
                            token_budget=args.token_budget, max_tokens=args.max_tokens,
-                           cache_dir=args.reader_cache, **retriever_options(args))
+                           cache_dir=args.reader_cache, llm_config=llm_config, **retriever_options(args))
     print(json.dumps(answer.to_dict(), ensure_ascii=False) if args.json else str(answer))
     return 0

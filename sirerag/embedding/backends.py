@@ -14,18 +14,25 @@ SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'ope
 TORCH_BACKENDS = ("minilm", "st")
 
 
-def parse_embedder_spec(spec: str) -> tuple[str, str]:
-    """``(backend, rest)`` of an embedder spec (``minilm``, ``st``, ``openai``), loading nothing.
+def parse_embedder_spec(spec: str, *, option: str = "embedder spec") -> tuple[str, str]:
+    """``(backend, rest)`` of an embedder spec (``minilm``, ``st``, ``openai``), loading nothing; ``option``
+    names the setting in errors.
 
     Raises:
-        ConfigError: the spec has none of the forms :func:`load_embedder` takes.
+        ConfigError: the spec has none of the forms :func:`load_embedder` takes, or an ``openai:`` spec names
+            its server wrongly (:func:`~sirerag.http.split_openai_spec`).
     """
-    check(isinstance(spec, str) and bool(spec.strip()), "embedder spec", spec, SPEC_FORMS)
+    check(isinstance(spec, str) and bool(spec.strip()), option, spec, SPEC_FORMS)
     backend, sep, rest = spec.strip().partition(":")
     if spec.strip() in ("minilm", "minilm-onnx"):
         return spec.strip(), ""
-    check(backend == "openai" or (backend == "st" and bool(sep) and bool(rest.strip())), "embedder spec", spec,
+    check(backend == "openai" or (backend == "st" and bool(sep) and bool(rest.strip())), option, spec,
           SPEC_FORMS)
+    if backend == "openai":
+        from sirerag.embedding.openai import DEFAULT_MODEL
+        from sirerag.http import split_openai_spec
+
+        split_openai_spec(rest, default_model=DEFAULT_MODEL, option=option)
     return backend, rest.strip() if backend == "st" else rest
 
 

@@ -34,29 +34,30 @@ class ParsedSpec:
     base_urls: tuple[str, ...] = ()
 
 
-def parse_spec(spec: str) -> ParsedSpec:
-    """Split an LLM spec into backend, model, server URL and adapter.
+def parse_spec(spec: str, *, option: str = "llm spec") -> ParsedSpec:
+    """Split an LLM spec into backend, model, server URL and adapter; ``option`` names the setting in errors.
 
     Raises:
-        ConfigError: the spec has no known backend prefix, misses its model, or has a bad URL.
+        ConfigError: the spec has no known backend prefix, misses its model, has a model name that reads as a
+            server address, or a URL that is not http(s) (:func:`~sirerag.http.split_openai_spec`).
     """
     backend, sep, rest = (spec or "").partition(":")
     if not sep or backend not in BACKENDS or not rest:
-        raise ConfigError(f"llm spec must look like openai:MODEL, openai:MODEL@http://HOST:PORT/v1, hf:smollm2, "
+        raise ConfigError(f"{option} must look like openai:MODEL, openai:MODEL@http://HOST:PORT/v1, hf:smollm2, "
                           f"hf:/path/to/model or hf:PATH+adapter=DIR; got {spec!r}")
     if backend == "openai":
         head, *more = rest.split(",")
-        model, url = split_openai_spec(head)
+        model, url = split_openai_spec(head, option=option)
         if more and url is None:
-            raise ConfigError(f"llm spec {spec!r}: a list of servers starts after @, e.g. "
+            raise ConfigError(f"{option} {spec!r}: a list of servers starts after @, e.g. "
                               f"openai:MODEL@http://HOST1:PORT/v1,http://HOST2:PORT/v1")
         for extra in more:
-            check_server_url(extra.strip())
+            check_server_url(extra.strip(), where=f"{option} openai:{model}@...,{extra.strip()}")
         urls = (url, *(u.strip() for u in more)) if url is not None else ()
         return ParsedSpec("openai", model, base_url=url, base_urls=urls)
     model, _, adapter = rest.partition("+adapter=")
     if "+adapter=" in rest and not adapter:
-        raise ConfigError(f"llm spec {spec!r}: +adapter= needs a folder")
+        raise ConfigError(f"{option} {spec!r}: +adapter= needs a folder")
     return ParsedSpec("hf", model, adapter=adapter or None)
 
 

@@ -5,7 +5,9 @@ transient failure (HTTP 408, 429, any 5xx, a timeout, a connection error) is ret
 by :func:`sirerag.http.call_with_retries` (the same policy as the OpenAI
 embedder), and so is a 2xx reply that is not what the API answers (not JSON, no
 ``choices``, content that is not a string, more bytes than ``max_tokens`` allows:
-:mod:`sirerag.llm.reply`); anything else (other 4xx) fails that item at once.
+:mod:`sirerag.llm.reply`); anything else (other 4xx) fails that item at once. A server's
+``Retry-After`` is honoured up to ``llm.retry_after_max`` seconds, and one call with its retries
+ends within ``llm.deadline`` seconds.
 A failure is returned or raised, never stored as output.
 
 The API key is read from the environment when the backend is created and kept
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Iterator, Sequence
 
@@ -24,7 +27,8 @@ from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError, require
 from sirerag.llm.accounting import UsageLedger
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
-from sirerag.http import RequestFailed, RetryPolicy, call_with_retries, check_server_url, public_url
+from sirerag.http import (RequestFailed, RetryPolicy, attempt_timeout, call_with_retries, check_server_url,
+                          public_url)
 from sirerag.llm.reply import parse_completion, read_capped, reply_cap
 
 logger = logging.getLogger(__name__)
@@ -68,7 +72,8 @@ class OpenAIChatLLM(StreamingLLM):
                                      max_retries=0)
         # OpenAI's current models take max_completion_tokens; compatible servers know max_tokens
         self._budget_param = "max_completion_tokens" if base_url is None else "max_tokens"
-        self._policy = RetryPolicy(config.max_retries, float(config.retry_base_delay), float(config.retry_max_delay))
+        self._policy = RetryPolicy(config.max_retries, float(config.retry_base_delay), float(config.retry_max_delay),
+                                   float(config.retry_after_max))
         #: where requests go, without credentials; errors name it (``openai:MODEL at URL``)
         self.endpoint = public_url(base_url) if base_url else "the OpenAI API"
         self._label = f"{self.spec} at {self.endpoint}"
@@ -109,14 +114,16 @@ class OpenAIChatLLM(StreamingLLM):
         return completion
 
     def _complete_with_retries(self, request: LLMRequest) -> Completion:
+        deadline = time.monotonic() + float(self.config.deadline)
         try:
-            return call_with_retries(lambda: self._call(request), self._policy, label=self._label,
-                                     timeout=float(self.config.timeout), secret=self._secret)
+            return call_with_retries(lambda: self._call(request, deadline), self._policy, label=self._label,
+                                     timeout=float(self.config.timeout), secret=self._secret, deadline=deadline)
         except RequestFailed as exc:
             raise (TransientLLMError if exc.transient else LLMCallError)(f"{self._label}: {exc}") from None
 
-    def _call(self, request: LLMRequest) -> Completion:
+    def _call(self, request: LLMRequest, deadline: float) -> Completion:
         kwargs: dict[str, Any] = {
+            "timeout": attempt_timeout(float(self.config.timeout), deadline),
             "model": self.model,
             "messages": request.as_openai(),
             self._budget_param: request.max_tokens,

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from sirerag.core.config import BuildConfig
 from sirerag.core.io.guard import check_index_out
 from sirerag.core.io.staging import staged_index
-from sirerag.pipeline.endpoints import check_endpoints
+from sirerag.pipeline.endpoints import EMBEDDER_OPTION, EXTRACTOR_OPTION, LLM_OPTION, check_endpoints
 from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, StageHook
 from sirerag.pipeline.stages import BuildRunner
@@ -118,10 +118,11 @@ def check_specs(config: BuildConfig) -> BuildConfig:
     from sirerag.embedding.backends import check_precision
     from sirerag.llm.factory import parse_spec
 
-    backend, rest = parse_embedder_spec(config.embedder.spec)
+    backend, rest = parse_embedder_spec(config.embedder.spec, option=EMBEDDER_OPTION)
     check_precision(backend, config.embedder.precision, "embedder.precision")  # bfloat16 is torch's only
-    for spec in {config.llm.spec, config.extraction.llm} - {None}:
-        parse_spec(spec)
+    for option, spec in ((LLM_OPTION, config.llm.spec), (EXTRACTOR_OPTION, config.extraction.llm)):
+        if spec is not None:
+            parse_spec(spec, option=option)
     if backend == "st" and importlib.util.find_spec("huggingface_hub") is not None:
         from sirerag.embedding.sentence_transformers import check_model_name
 
@@ -144,7 +145,7 @@ def check_loadable(config: BuildConfig) -> None:
     if config.extraction.extractor == "llm" and ("relatedness" in config.trees or config.graph.enabled):
         specs.append(config.extraction.llm or config.llm.spec)
     for spec in dict.fromkeys(s for s in specs if s):
-        parsed = parse_spec(spec)
+        parsed = parse_spec(spec, option=LLM_OPTION if spec == config.llm.spec else EXTRACTOR_OPTION)
         if parsed.backend == "hf":
             for module in ("torch", "transformers"):
                 if importlib.util.find_spec(module) is None:

@@ -118,8 +118,10 @@ class LLMConfig:
     Keys come from the environment variable named by ``api_key_env``, never from files;
     ``base_url_env`` names the variable read for a server URL when the spec gives none.
     Retries (transient errors only) wait ``retry_base_delay * 2**attempt`` seconds with
-    jitter, at most ``retry_max_delay``. ``batch_size`` and ``device`` (``auto``, ``cpu``,
-    ``cuda``...) apply to local ``hf:`` models."""
+    jitter, at most ``retry_max_delay``; a server's ``Retry-After`` is honoured up to
+    ``retry_after_max`` seconds. One call with its retries and waits ends within ``deadline``
+    seconds (``sirerag ask`` counts it over the whole ask, the endpoint check included).
+    ``batch_size`` and ``device`` (``auto``, ``cpu``, ``cuda``...) apply to local ``hf:`` models."""
 
     spec: str | None = None
     max_concurrency: int = 16
@@ -130,6 +132,8 @@ class LLMConfig:
     base_url_env: str = "OPENAI_BASE_URL"
     retry_base_delay: float = 1.0
     retry_max_delay: float = 60.0
+    retry_after_max: float = 30.0
+    deadline: float = 600.0
     batch_size: int = 8
     device: str = "auto"
 
@@ -143,6 +147,8 @@ class LLMConfig:
               "a non-negative number of seconds")
         check(self.retry_max_delay >= self.retry_base_delay, "llm.retry_max_delay",
               self.retry_max_delay, f"a number of seconds >= llm.retry_base_delay ({self.retry_base_delay})")
+        check(self.retry_after_max >= 0, "llm.retry_after_max", self.retry_after_max, "a non-negative number of seconds")
+        check(self.deadline > 0, "llm.deadline", self.deadline, "a positive number of seconds")
         check(self.batch_size >= 1, "llm.batch_size", self.batch_size, "an integer >= 1")
         check(bool(self.device), "llm.device", self.device, "'auto', 'cpu', 'cuda' or another torch device")
 

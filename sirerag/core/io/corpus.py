@@ -70,6 +70,17 @@ def strip_controls(text: str) -> tuple[str, int]:
     return text, spaced + removed
 
 
+#: what a terminal must not be handed besides controls: carriage return (it rewrites the line) and the bidi
+#: embeddings, overrides, isolates and marks, which reorder what is shown (U+061C, U+200E-F, U+202A-E, U+2066-9)
+_TERMINAL_ONLY = re.compile(r"[\r\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` safe to print to a terminal: :func:`strip_controls` (no escape sequences), and no carriage
+    return or bidi control either; newline and tab stay."""
+    return _TERMINAL_ONLY.sub("", strip_controls(text)[0])
+
+
 def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000,
                 follow_outside_links: bool = False) -> list[Document]:
     """Read a corpus file or folder into documents, in corpus order.
