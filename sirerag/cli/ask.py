@@ -44,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
     check(args.k >= 1, "-k", args.k, "a positive integer")
     check(args.token_budget >= 1, "--token-budget", args.token_budget, "a positive integer")
     check(args.max_tokens >= 1, "--max-tokens", args.max_tokens, "a positive integer")
-    check_query(args.question)
+    from sirerag.core.config import QueryConfig
+    from sirerag.core.io.corpus import strip_controls
+
+    check_query(strip_controls(args.question)[0], max_chars=QueryConfig().validate().max_chars)
     from sirerag.llm.factory import parse_spec
 
     parse_spec(args.llm)  # a malformed spec stops before the index is loaded
