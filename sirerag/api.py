@@ -14,11 +14,11 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from sirerag import api_checks
 from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
-from sirerag.core.config import BuildConfig, LLMConfig
+from sirerag.core.config import BuildConfig, LLMConfig, QueryConfig
 from sirerag.core.config.sections import _SECTIONS
 from sirerag.core.errors import ConfigError, check
-from sirerag.retrievers.base import check_query
 
 if TYPE_CHECKING:
     from sirerag.core.io.manifest import Manifest
@@ -74,7 +74,10 @@ class Index:
 
     Attributes:
         path: the index directory.
+        query: what a query may be (:class:`~sirerag.core.config.QueryConfig`; set another to change it).
     """
+
+    query: QueryConfig = QueryConfig()
 
     def __init__(self, loaded: LoadedIndex) -> None:
         self._loaded = loaded
@@ -96,11 +99,14 @@ class Index:
             **settings: overrides of ``config`` (:func:`build_config`), all checked before any work.
 
         Raises:
+            TypeError: ``corpus`` or ``out`` of the wrong type (all arguments are checked before any work).
             ConfigError, InputError, IndexLockedError: as :func:`~sirerag.pipeline.build.build_index`.
         """
         from sirerag.pipeline.build import build_index
 
         resolved = build_config(config, **settings)
+        api_checks.check_path(out, "out")
+        corpus = api_checks.corpus_argument(corpus, warn_passage_bytes=resolved.chunking.warn_passage_bytes)
         build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=show_progress)
         return cls.load(out)
 
@@ -168,17 +174,18 @@ class Index:
             **options: retriever and pool-rule options (``pool_rule="native"``, ``leaf_share=0.8``, ``linking``...).
 
         Raises:
-            InputError: an empty query. ConfigError: a bad ``k``, retriever or option.
+            TypeError: a query that is not a str, a retriever that is not a name.
+            InputError: an empty query, or one over ``query.max_chars``. ConfigError: a bad ``k``, retriever or option.
         """
-        check_query(query)
+        (query,) = api_checks.queries_argument(query, self.query, batch=False)
         return self.search_many([query], k=k, retriever=retriever, **options)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10, retriever: str | None = None,
                     **options: Any) -> list[list[SearchResult]]:
         """:meth:`search` for many queries in one batch (one list of results per query, in order)."""
         check(isinstance(k, int) and not isinstance(k, bool) and k >= 1, "k", k, "a positive integer")
-        queries = list(queries)
-        check_query(queries)
+        queries = api_checks.queries_argument(queries, self.query, batch=True)
+        api_checks.retriever_argument(retriever)
         if not queries:
             return []
         hits = self.retriever(retriever, **options).search_many(queries, k=k)
@@ -210,12 +217,15 @@ class Index:
                 ends within ``llm_config.deadline`` seconds (:func:`~sirerag.answers.open_reader`).
 
         Raises:
+            TypeError: a question that is not a str, an ``llm`` that is no spec nor LLM.
             InputError: an empty question. ConfigError: a bad spec or setting, an endpoint that does not
             answer. LLMCallError: the reader failed.
         """
         from sirerag.answers import answer_question, open_reader
 
-        check_query(question)
+        (question,) = api_checks.queries_argument(question, self.query, batch=False)
+        api_checks.llm_argument(llm)
+        api_checks.retriever_argument(retriever)
         if cache_dir is not None:  # never a cache inside an index: the output guard's rule, before any work
             from sirerag.core.io.guard import check_cache_dir
 
@@ -243,6 +253,8 @@ class Index:
         ``refresh_threshold``, ``drift_warn``, ``show_progress``."""
         from sirerag.pipeline.update import update_index
 
+        warn = self._loaded.manifest.build_config().chunking.warn_passage_bytes
+        corpus = api_checks.corpus_argument(corpus, warn_passage_bytes=warn)
         report = update_index(self.path, add=corpus, sync=sync, follow_outside_links=follow_outside_links,
                               **options)
         self._reload()
@@ -253,9 +265,7 @@ class Index:
         :class:`~sirerag.core.errors.InputError`."""
         from sirerag.pipeline.update import update_index
 
-        if isinstance(ids, str):
-            ids = [ids]
-        report = update_index(self.path, remove=list(ids), **options)
+        report = update_index(self.path, remove=api_checks.ids_argument(ids), **options)
         self._reload()
         return report
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import zlib
 
 import numpy as np
@@ -169,3 +170,39 @@ def test_passage_seeds_mix_dense_and_bm25():
     lexical = mixed.bm25.scores("Oder river")
     np.testing.assert_allclose(mixed.seed_scores("Oder river", row), 0.5 * min_max(row) + 0.5 * min_max(lexical))
     np.testing.assert_allclose(dense_only.seed_scores("Oder river", row), min_max(row))
+
+
+def test_linking_a_query_takes_work_in_proportion_to_its_length():
+    """Issue 43: PPR search time grew with the square of the query's length (250 KB: 10 s, 1 MB: 167 s), from
+    the surface matching (every word end tried after every word start; each match checked against every match
+    kept) and the test of each tagged entity against every match. The Python lines run to link a query of n
+    and of 2n characters are counted (no clock): twice the text, about twice the lines."""
+    from sirerag.extraction.offline import offline_extractor
+    from sirerag.retrievers.ppr import PPRRetriever
+
+    graph, pool = corpus(2.0)
+    tagger = offline_extractor("rules", lambda: [text for _, text, _ in DOCS]).tag
+    ppr = PPRRetriever(graph, pool, HashEmbedder(), linking="ner", tagger=tagger, passage_seeds="dense")
+    text = " ".join(f"{title} met {text}" for title, text, _ in DOCS) + " "
+
+    def lines_run(repeat: int):
+        query, count = text * repeat, 0
+
+        def trace(frame, event, arg):
+            nonlocal count
+            count += event == "line"
+            return trace
+
+        vector = HashEmbedder().encode_queries([query])
+        before = sys.gettrace()
+        sys.settrace(trace)
+        try:
+            seeds = ppr.link([query], vector)[0]
+        finally:
+            sys.settrace(before)
+        return count, seeds
+
+    small, seeds = lines_run(30)
+    large, _ = lines_run(60)
+    assert {"Marta Kowalski", "Oder", "Vistula"} <= {name for name, _, _ in seeds.query_entities}
+    assert large < 2.2 * small, (small, large)

@@ -42,19 +42,19 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from sirerag.api import Index
+    from sirerag.core.config import LLMConfig, QueryConfig, load_config
     from sirerag.core.errors import check
+    from sirerag.core.io.corpus import strip_controls
+    from sirerag.llm.factory import parse_spec
     from sirerag.retrievers.base import check_query
 
     check(args.k >= 1, "-k", args.k, "a positive integer")
     check(args.token_budget >= 1, "--token-budget", args.token_budget, "a positive integer")
     check(args.max_tokens >= 1, "--max-tokens", args.max_tokens, "a positive integer")
-    check_query(args.question)
-    from dataclasses import replace
-
-    from sirerag.core.config import LLMConfig, load_config
-    from sirerag.llm.factory import parse_spec
-
+    check_query(strip_controls(args.question)[0], max_chars=QueryConfig().validate().max_chars)
     parse_spec(args.llm, option="--llm")  # a malformed spec stops before the index is loaded
     llm_config = load_config(args.config).llm if args.config else LLMConfig()
     if args.timeout is not None:

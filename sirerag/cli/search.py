@@ -73,8 +73,6 @@ def run(args: argparse.Namespace) -> int:
     if source is None:
         check_query(args.query)
     queries = clean_queries([Query(None, None, args.query)] if source is None else read_queries(source))
-    if not queries:  # an empty file or stdin: nothing to search, nothing to load
-        return 0
     with Index.load(args.index) as index:
         options = retriever_options(args)
         results = index.search_many([q.text for q in queries], k=args.k, retriever=args.retriever, **options)
@@ -138,20 +136,30 @@ def read_queries(source: str) -> list[Query]:
 
 
 def clean_queries(queries: list[Query]) -> list[Query]:
-    """Queries without lone surrogates (bytes that were not UTF-8 on the command line or stdin), with a count."""
-    from sirerag.core.errors import InputError
-    from sirerag.core.io.files import strip_surrogates
+    """Queries without control characters and lone surrogates (bytes that were not UTF-8 on the command line or
+    stdin), with a count, each checked against :class:`~sirerag.core.config.QueryConfig`'s ``max_chars``.
 
-    cleaned = [(query, strip_surrogates(query.text)) for query in queries]
+    Raises:
+        InputError: no query at all (empty stdin or file), a query empty once cleaned, or one too long.
+    """
+    from sirerag.core.config import QueryConfig
+    from sirerag.core.errors import InputError
+    from sirerag.core.io.corpus import strip_controls
+    from sirerag.retrievers.base import check_query
+
+    if not queries:
+        raise InputError("no query: the input holds no non-blank line (give a QUERY, or one query per line)")
+    cleaned = [(query, strip_controls(query.text)) for query in queries]
     removed = sum(n for _, (_, n) in cleaned)
     if removed:
-        print(f"warning: removed {removed} character(s) that are not Unicode text (lone surrogates) from the "
-              "queries", file=sys.stderr)
+        print(f"warning: removed {removed} character(s) that are not Unicode text (lone surrogates) or are control "
+              "characters from the queries", file=sys.stderr)
     out = [query._replace(text=text) for query, (text, _) in cleaned]
-    empty = next((query for query in out if not query.text.strip()), None)
-    if empty is not None:
-        where = f" on line {empty.line}" if empty.line is not None else ""
-        raise InputError(f"query{where} is empty once the characters that are not Unicode text are removed")
+    for query in out:
+        where = f" on line {query.line}" if query.line is not None else ""
+        if not query.text.strip():
+            raise InputError(f"query{where} is empty once control characters and lone surrogates are removed")
+        check_query(query.text, max_chars=QueryConfig().validate().max_chars, name=f"query{where}")
     return out
 
 

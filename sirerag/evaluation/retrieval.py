@@ -21,11 +21,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from sirerag.core.config import QueryConfig
 from sirerag.core.errors import InputError
 from sirerag.evaluation.metrics import ndcg, passage_recall, reciprocal_rank
 from sirerag.evaluation.text import contains_answer, is_yes_no
 from sirerag.core.io.files import json_type, read_jsonl_numbered
-from sirerag.retrievers.base import Hit, Retriever
+from sirerag.retrievers.base import Hit, Retriever, check_query
 from sirerag.text.tokens import get_encoding
 from sirerag.core.types import Pool
 
@@ -71,6 +72,7 @@ def load_questions(path: str | Path, *, split: str | None = None, limit: int | N
                                  f"{json_type(row.get(name))}")
         if not row["question"].strip():
             raise InputError(f"{where}: 'question' is empty")
+        check_query(row["question"], max_chars=QueryConfig().max_chars, name=f"{where}: 'question'")
         raw_id = row.get("id", lineno)
         if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or not str(raw_id).strip():
             raise InputError(f"{where}: 'id' must be a non-empty string or an integer, got {raw_id!r}")
@@ -268,6 +270,7 @@ def load_beir_questions(folder: str | Path, *, split: str = "test", limit: int |
     for qid, text in beir.queries.items():
         gold = tuple(d for d, score in beir.qrels.get(qid, {}).items() if score > 0)
         if gold:
+            check_query(text, max_chars=QueryConfig().max_chars, name=f"{beir.path}: query {qid!r}")
             out.append(Question(id=qid, question=text, answers=tuple(query_answers(beir.metadata[qid])),
                                 gold_passage_ids=gold, split=split))
         if limit is not None and len(out) >= limit:

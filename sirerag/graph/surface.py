@@ -20,6 +20,8 @@ not linked: a question's first word is capitalised whether or not it names anyth
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -30,6 +32,8 @@ from sirerag.extraction.tagger import STOPLIST
 
 #: surface forms shorter than this many alphanumeric characters are not indexed
 MIN_FORM_CHARS = 3
+#: tagged entities up to this many characters are looked for at each position near a match (:func:`uncovered`)
+SHORT_ENTITY = 64
 _WORD = re.compile(r"[\w']+")
 
 
@@ -113,10 +117,9 @@ class SurfaceIndex:
         starts = [i for i in range(len(text)) if i == 0 or not text[i - 1].isalnum()]
         ends = [i for i in range(1, len(text) + 1) if i == len(text) or not text[i].isalnum()]
         found = []
-        for start in starts:
-            for end in ends:
-                if end <= start:
-                    continue
+        for start in starts:  # the ends after it, up to the longest form: work linear in the query's length
+            for j in range(bisect.bisect_right(ends, start), len(ends)):
+                end = ends[j]
                 if end - start > self.longest:
                     break
                 node = self.table.get(text[start:end])
@@ -129,20 +132,61 @@ class SurfaceIndex:
                     continue  # "What is ..." opens a question; it names nothing
                 found.append(Match(start, end, int(node), span))
         found.sort(key=lambda m: (-(m.end - m.start), m.start))
-        taken: list[Match] = []
+        taken, used = [], bytearray(len(text))  # a match's span is at most ``longest`` characters to test
         for m in found:
-            if all(m.end <= t.start or m.start >= t.end for t in taken):
+            if not any(used[m.start:m.end]):
                 taken.append(m)
+                used[m.start:m.end] = b"\x01" * (m.end - m.start)
         return sorted(taken, key=lambda m: m.start)
 
 
 def covered(query: str, text: str, matches: Sequence[Match]) -> bool:
     """True when an occurrence of ``text`` in ``query`` (case-folded) lies on (overlaps) one of ``matches``:
     a tagged entity inside a matched name is not linked again, wherever else the same words appear."""
-    folded, name = query.casefold(), text.casefold()
+    return not uncovered(query, [text], matches)
+
+
+def uncovered(query: str, entities: Sequence[str], matches: Sequence[Match]) -> list[str]:
+    """``entities`` (in order) of which no occurrence in ``query`` (case-folded) overlaps one of ``matches``:
+    :func:`covered` for each, in one pass over the query. The positions within reach of a match are looked up
+    once for every length of entity up to :data:`SHORT_ENTITY` characters (work linear in the query's length,
+    whatever the number of entities); a longer entity, which fills as much of the query, is searched for."""
+    if not matches or not entities:
+        return list(entities)
+    folded = query.casefold()
+    short: dict[str, dict[int, dict[str, list[int]]]] = {}  # first character -> len(name) -> name -> len(text)s
+    hit: set[str] = set()
+    starts = [m.start for m in matches]
+    for text in dict.fromkeys(entities):
+        name = text.casefold()
+        if len(name) > SHORT_ENTITY and _overlaps(folded, name, len(text), matches, starts):
+            hit.add(name)
+        elif name:
+            short.setdefault(name[0], {}).setdefault(len(name), {}).setdefault(name, []).append(len(text))
+    reach = max([max(len(name), *widths) for sizes in short.values() for names in sizes.values()
+                 for name, widths in names.items()] + [1])
+    marked = bytearray(len(folded) + reach)
+    for m in matches:
+        marked[m.start:m.end] = b"\x01" * (m.end - m.start)
+    on_match = list(itertools.accumulate(marked, initial=0))  # prefix counts of the positions a match covers
+    for at, first in enumerate(folded):
+        sizes = short.get(first)
+        if sizes is None or on_match[at + reach] == on_match[at]:
+            continue  # no entity starts with this character, or no match lies within reach
+        for size, names in sizes.items():
+            for width in names.get(folded[at:at + size], ()):
+                if on_match[at + width] > on_match[at]:
+                    hit.add(folded[at:at + size])
+    return [text for text in entities if text.casefold() not in hit]
+
+
+def _overlaps(folded: str, name: str, width: int, matches: Sequence[Match], starts: list[int]) -> bool:
+    """Whether an occurrence of ``name`` in ``folded`` (``width`` characters long) overlaps one of ``matches``
+    (sorted by start, not overlapping; ``starts`` their starts)."""
     at = folded.find(name)
     while at >= 0:
-        if any(at < m.end and m.start < at + len(text) for m in matches):
+        i = bisect.bisect_left(starts, at + width)  # matches starting before the occurrence ends
+        if i and matches[i - 1].end > at:
             return True
         at = folded.find(name, at + 1)
     return False

@@ -28,6 +28,16 @@ def open_index(index_or_path: Any) -> Index:
     raise TypeError(f"expected a sirerag.Index or an index directory, got {type(index_or_path).__name__}")
 
 
+def check_settings(k: Any, retriever: Any, *, k_name: str = "k") -> None:
+    """Raise unless ``k`` is a positive integer and ``retriever`` None or a retriever name (at construction,
+    not at the first query)."""
+    from sirerag.api_checks import retriever_argument
+    from sirerag.core.errors import check
+
+    check(isinstance(k, int) and not isinstance(k, bool) and k >= 1, k_name, k, "a positive integer")
+    retriever_argument(retriever)
+
+
 def metadata(result: SearchResult, index: Index) -> dict[str, Any]:
     """The provenance of a result as flat metadata: ``entry_id``, ``title``, ``section``, ``tree``, ``kind``,
     ``level``, ``passages`` (source document ids, a list) and the index folder."""

@@ -14,14 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from sirerag.core.errors import require
-from sirerag.integrations import metadata, open_index
+from sirerag.integrations import check_settings, metadata, open_index
 
 require("langchain_core", "langchain", purpose="the LangChain retriever")
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
-from pydantic import ConfigDict, field_validator  # noqa: E402
+from pydantic import ConfigDict, field_validator, model_validator  # noqa: E402
 
 
 class SireragRetriever(BaseRetriever):
@@ -45,6 +45,11 @@ class SireragRetriever(BaseRetriever):
     @classmethod
     def _open(cls, value: Any) -> Any:
         return open_index(value)
+
+    @model_validator(mode="after")
+    def _check(self) -> "SireragRetriever":
+        check_settings(self.k, self.retriever)
+        return self
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         results = self.index.search(query, k=self.k, retriever=self.retriever, **self.options)

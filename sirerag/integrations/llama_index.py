@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sirerag.core.errors import require
-from sirerag.integrations import metadata, open_index
+from sirerag.integrations import check_settings, metadata, open_index
 
 require("llama_index.core", "llamaindex", purpose="the llama-index retriever")
 
@@ -39,6 +39,7 @@ class SireragRetriever(BaseRetriever):
 
     def __init__(self, index_or_path: Any, similarity_top_k: int = 10, retriever: str | None = None,
                  callback_manager: Any = None, verbose: bool = False, **options: Any) -> None:
+        check_settings(similarity_top_k, retriever, k_name="similarity_top_k")
         self.index = open_index(index_or_path)
         self.similarity_top_k = similarity_top_k
         self.retriever_name = retriever

@@ -99,24 +99,27 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
     if name is None:
         name, defaults = default_retriever(index)
         options = {**defaults, **options}
-    if not name or any(part not in RETRIEVERS for part in name.split("+")) and "+" not in name:
+    if not isinstance(name, str) or not name or any(part not in RETRIEVERS for part in name.split("+")) \
+            and "+" not in name:
         raise ConfigError(f"retriever must be one of {sorted(RETRIEVERS)} or a fusion like 'dense+bm25', got {name!r}")
     _check_options(name, options)
     pool_options = {k: options.pop(k) for k in list(options) if k in POOL_OPTIONS}
+    mode = pool_options.pop("pool_rule", "passages")
+    if mode not in ("passages", "native"):
+        raise ConfigError(f"pool_rule must be 'passages' or 'native', got {mode!r}")
+    from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, has_non_leaves
+
+    depth = pool_options.pop("pool_depth", 200)
+    pool_options.setdefault("leaf_share", DEFAULT_LEAF_SHARE.get(name, PoolRule.leaf_share))
+    pool_options.setdefault("lift_ratio", DEFAULT_LIFT_RATIO.get(name, PoolRule.lift_ratio))
+    rule = PoolRule(**pool_options)
+    rule.validate()  # the pool options' types and ranges, before the retriever loads
     if "+" in name:
         from sirerag.retrievers.hybrid import load as load_hybrid
 
         retriever = load_hybrid(name, index, **options)
     else:
         retriever = load_base(name, index, **options)
-    mode = pool_options.pop("pool_rule", "passages")
-    if mode not in ("passages", "native"):
-        raise ConfigError(f"pool_rule must be 'passages' or 'native', got {mode!r}")
-    from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, has_non_leaves
-
     if mode == "native" or not has_non_leaves(index.pool):
         return retriever
-    depth = pool_options.pop("pool_depth", 200)
-    pool_options.setdefault("leaf_share", DEFAULT_LEAF_SHARE.get(name, PoolRule.leaf_share))
-    pool_options.setdefault("lift_ratio", DEFAULT_LIFT_RATIO.get(name, PoolRule.lift_ratio))
-    return PoolRanker(retriever, index.pool, PoolRule(**pool_options), depth=depth)
+    return PoolRanker(retriever, index.pool, rule, depth=depth)

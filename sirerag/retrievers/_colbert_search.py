@@ -61,8 +61,8 @@ class ColBERTRetriever:
     def search_many(self, queries: Sequence[str], k: int = 10, *, batch_size: int = 128) -> list[list[Hit]]:
         """Top ``k`` entries per query, best first (fewer when PLAID finds fewer candidates)."""
         check(isinstance(k, int) and k >= 1, "k", k, "a positive integer")
+        check_query(queries, batch=True)
         queries = list(queries)
-        check_query(queries)
         if not queries:
             return []
         worker = self._open()

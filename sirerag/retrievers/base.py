@@ -50,11 +50,33 @@ class Closing:
         self.close()
 
 
-def check_query(queries: str | Sequence[str]) -> None:
-    """Raise :class:`InputError` unless ``queries`` (one query or a sequence of them) are
-    strings holding more than white space."""
-    items = [queries] if isinstance(queries, str) else list(queries)
-    for position, query in enumerate(items, start=1):
-        if not isinstance(query, str) or not query.strip():
-            which = "" if isinstance(queries, str) else f" {position}"
-            raise InputError(f"query{which} must be a question or keywords, got {query!r}")
+def check_query(queries: Any, *, batch: bool | None = None, max_chars: int | None = None,
+                name: str = "query") -> None:
+    """Raise unless ``queries`` (one query, or a list or tuple of them) are strings holding more than white
+    space and, with ``max_chars``, no longer than that. ``batch``: True for a list of queries (a string is
+    refused), False for one query, None to tell by the type. ``name``: one query's name in messages.
+
+    Raises:
+        TypeError: a query that is not a ``str`` (bytes included), or a batch that is a string or no list.
+        InputError: a blank query, or one over ``max_chars`` characters.
+    """
+    if batch is None:
+        batch = not isinstance(queries, str)
+    if batch and not isinstance(queries, (list, tuple)):
+        hint = ": search() takes one query (or pass [query])" if isinstance(queries, (str, bytes)) else ""
+        raise TypeError(f"queries must be a list of str, got {type_name(queries)}{hint}")
+    for position, query in enumerate(queries if batch else [queries], start=1):
+        which = f"query {position}" if batch else name
+        if not isinstance(query, str):
+            decode = ": decode it first (.decode('utf-8'))" if isinstance(query, (bytes, bytearray)) else ""
+            raise TypeError(f"{which} must be a str (a question or keywords), got {type_name(query)}{decode}")
+        if not query.strip():
+            raise InputError(f"{which} must be a question or keywords, got {query!r}")
+        if max_chars is not None and len(query) > max_chars:
+            raise InputError(f"{which} is {len(query):,} characters long, over the limit of {max_chars:,} "
+                             "(query.max_chars)")
+
+
+def type_name(value: object) -> str:
+    """``None`` or the name of ``value``'s type, for messages (``got int``, ``got bytes``)."""
+    return "None" if value is None else type(value).__name__

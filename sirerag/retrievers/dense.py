@@ -56,7 +56,7 @@ class DenseRetriever(Closing):
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        check_query(queries)
+        check_query(queries, batch=True)
         results: list[list[Hit]] = []
         if not len(queries):
             return results

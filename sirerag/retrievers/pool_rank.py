@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from sirerag.core.config.typecheck import check_types
 from sirerag.core.errors import check
 from sirerag.retrievers.base import Closing, Hit, Retriever
 from sirerag.core.types import Pool
@@ -43,8 +44,7 @@ class PoolRule:
     lift_ratio: float = 0.0
 
     def validate(self) -> None:
-        check(isinstance(self.drop_covered, bool), "drop_covered", self.drop_covered, "true or false")
-        check(isinstance(self.anchor, bool), "anchor", self.anchor, "true or false")
+        check_types(self)  # leaf_share="x" is refused here, before float() below
         check(0.0 <= float(self.leaf_share) <= 1.0, "leaf_share", self.leaf_share, "a number in [0, 1]")
         check(float(self.lift_ratio) == 0.0 or float(self.lift_ratio) >= 1.0, "lift_ratio", self.lift_ratio,
               "0 (off) or a number >= 1")

@@ -25,7 +25,7 @@ from sirerag.graph.entries import ENTRY_SCORES, entry_node_matrix, entry_scores
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.graph.query_aids import seed_rows
-from sirerag.graph.surface import covered
+from sirerag.graph.surface import uncovered
 from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.core.types import Pool
@@ -153,7 +153,7 @@ class PPRRetriever(Closing):
         if self.linking == "ner":
             found = [list(dict.fromkeys(e for e in self.tagger(q) if e)) for q in queries]
             matched = [self.surface.match(q) if self.surface is not None else [] for q in queries]
-            found = [[e for e in ents if not covered(q, e, m)] for q, ents, m in zip(queries, found, matched)]
+            found = [uncovered(q, ents, m) for q, ents, m in zip(queries, found, matched)]
             flat = [e for ents in found for e in ents]
             emb = self.embedder.encode_documents(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
             out, start = [], 0
@@ -195,7 +195,7 @@ class PPRRetriever(Closing):
         return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        check_query(queries)
+        check_query(queries, batch=True)
         if not len(queries):
             return []
         mass, seeds, dense = self.node_scores(queries)

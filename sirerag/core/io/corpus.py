@@ -124,6 +124,28 @@ def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000,
     return documents
 
 
+def load_documents(items: Iterable[Any], *, where: str = "corpus",
+                   warn_passage_bytes: int = 1_000_000) -> list[Document]:
+    """Documents given in Python (``Index.build``/``add``): dicts ``{"id"?, "title"?, "text", "section"?}``
+    or :class:`~sirerag.core.types.Document` records, checked and cleaned exactly as the rows of a
+    ``.jsonl`` corpus (:func:`load_corpus`); a problem names ``where[i]``.
+
+    Raises:
+        TypeError: an item is neither a dict nor a Document.
+        InputError: as :func:`load_corpus` (a bad field, a reused id, no documents).
+    """
+    rows: list[tuple[str, Any, str]] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, (dict, Document)):
+            raise TypeError(f"{where}[{i}] must be a dict with a 'text' field or a sirerag Document, "
+                            f"got {'None' if item is None else type(item).__name__}")
+        rows.append((f"{where}[{i}]", item.to_dict() if isinstance(item, Document) else item, ""))
+    documents = _collect(rows, Path(where), warn_passage_bytes)
+    if not documents:
+        raise InputError(f"{where}: empty corpus (no documents)")
+    return documents
+
+
 def _json_rows(path: Path) -> Iterator[tuple[str, Any, str]]:
     data = read_json(path, keep_surrogates=True)
     if not isinstance(data, list):
