@@ -94,7 +94,7 @@ def llm_argument(llm: Any) -> None:
     if isinstance(llm, str):
         from sirerag.llm.factory import parse_spec
 
-        parse_spec(llm)  # a malformed spec is a ConfigError naming it
+        parse_spec(llm, option="llm")  # a malformed spec is a ConfigError naming the argument
     elif not (callable(getattr(llm, "complete", None)) and hasattr(llm, "spec")):
         raise TypeError("llm must be an LLM spec such as 'openai:MODEL@http://HOST:PORT/v1' or 'hf:smollm2', or a "
                         f"loaded LLM (sirerag.llm.factory.load_llm), got {type_name(llm)}")
