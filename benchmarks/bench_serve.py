@@ -149,16 +149,17 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="the server's search threads (default: one per core)")
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--retriever", help="sent with every query (default: the index's)")
-    ap.add_argument("build_args", nargs=argparse.REMAINDER, help="after --: arguments of sirerag build")
     add_json_argument(ap)
-    args = ap.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = ap.parse_args(argv[:cut])
+    build_args = argv[cut + 1:]  # after --: arguments of sirerag build
     args.body = {"retriever": args.retriever} if args.retriever else {}
     report = Report("bench_serve")
     args.work.mkdir(parents=True, exist_ok=True)
     base, added, titles = split_corpus(args.corpus, args.work, args.add_share)
     index_dir = args.index or args.work / "index"
     sirerag = [sys.executable, "-m", "sirerag"]
-    build_args = [a for a in args.build_args if a != "--"]
     if args.index is None:
         report.results["build"] = run_command([*sirerag, "build", str(base), "--out", str(index_dir), *build_args],
                                               log=args.work / "build.log", env={**os.environ, "PYTHONPATH": str(ROOT)})
