@@ -3,7 +3,8 @@ the index mid-run.
 
 The corpus is split: the first rows are built into an index (or ``--index`` is used as it is), the last
 ``--add-share`` are added with ``sirerag add`` (a separate process, as a user would) ``--swap-at`` seconds into the
-run. The server is ``sirerag serve`` in its own process on a port the system picks; each client posts one query at
+run; the load goes on until ``--duration`` is over and at least ``--after`` seconds past the add's end. The
+server is ``sirerag serve`` in its own process on a port the system picks; each client posts one query at
 a time to ``POST /search`` (the corpus' questions, when ``--questions`` is given, and the titles of the added
 documents, so answers after the swap reach the new entries). Reported: requests per second, latency p50/p95/p99
 (ms), errors (a status other than 200, or no answer) and mixed answers: every answer names the commit it was served
@@ -85,11 +86,14 @@ async def load(url: str, queries: list[str], args: argparse.Namespace, add_cmd: 
     errors: list[str] = []
     add_info: dict[str, Any] = {}
     start = time.perf_counter()
-    stop = start + args.duration
+    stop = [start + args.duration, False]  # the end of the load; True once the add has finished
+
+    def running() -> bool:  # the duration, and at least --after seconds past the add's end
+        return time.perf_counter() < stop[0] or not stop[1]
 
     async def client(n: int, http: httpx.AsyncClient) -> None:
         i = n
-        while time.perf_counter() < stop:
+        while running():
             query = queries[i % len(queries)]
             i += args.clients
             t0 = time.perf_counter()
@@ -114,7 +118,8 @@ async def load(url: str, queries: list[str], args: argparse.Namespace, add_cmd: 
                                                     stderr=asyncio.subprocess.PIPE)
         _, err = await proc.communicate()
         add_info.update(started_s=round(t0 - start, 3), finished_s=round(time.perf_counter() - start, 3),
-                        returncode=proc.returncode, stderr_tail=err.decode()[-500:])
+                        returncode=proc.returncode, stderr_tail=err.decode()[-300:])
+        stop[:] = [max(stop[0], time.perf_counter() + args.after), True]
 
     limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
@@ -146,6 +151,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--duration", type=float, default=40.0, help="seconds of load (default 40)")
     ap.add_argument("--swap-at", type=float, default=10.0, help="seconds into the run the add starts (default 10)")
+    ap.add_argument("--after", type=float, default=10.0,
+                    help="seconds the load goes on after the add has finished (default 10)")
     ap.add_argument("--workers", type=int, default=0, help="the server's search threads (default: one per core)")
     ap.add_argument("-k", type=int, default=10)
     ap.add_argument("--retriever", help="sent with every query (default: the index's)")
@@ -188,7 +195,7 @@ def main() -> None:
     first_new = min((a[0] for a in ok if a[3] == after_commit), default=None)
     report.results.update({
         "corpus": str(args.corpus), "index": str(index_dir), "clients": args.clients, "k": args.k,
-        "retriever": args.retriever or "default", "queries": len(queries), "duration_s": args.duration,
+        "retriever": args.retriever or "default", "queries": len(queries), "duration_s": args.duration, "after_s": args.after,
         "wall_s": round(run["wall_s"], 3), "requests": len(ok) + len(run["errors"]),
         "answers_ok": len(ok), "errors": len(run["errors"]), "error_samples": run["errors"][:5],
         "throughput_rps": round(len(ok) / run["wall_s"], 2), "latency": percentiles([a[1] for a in ok], unit="ms"),
