@@ -10,6 +10,7 @@ kept until :meth:`Index.close` (or the end of a ``with`` block); an add or remov
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -83,6 +84,7 @@ class Index:
         self._loaded = loaded
         self._retrievers: dict[tuple[str | None, str], Any] = {}
         self._documents: dict[str, Any] | None = None
+        self._loading = threading.Lock()  # threads searching one Index load each retriever once
 
     # -- making one ---------------------------------------------------------------------------------
     @classmethod
@@ -159,9 +161,10 @@ class Index:
         from sirerag.retrievers import load_retriever
 
         key = (retriever, repr(sorted(options.items())))
-        if key not in self._retrievers:
-            self._retrievers[key] = load_retriever(retriever, self._loaded, **options)
-        return self._retrievers[key]
+        with self._loading:
+            if key not in self._retrievers:
+                self._retrievers[key] = load_retriever(retriever, self._loaded, **options)
+            return self._retrievers[key]
 
     def search(self, query: str, k: int = 10, retriever: str | None = None, **options: Any) -> list[SearchResult]:
         """The ``k`` best pool entries for ``query``, best first.
@@ -297,3 +300,17 @@ class Index:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- async ------------------------------------------------------------------------------------
+    async def asearch(self, query: str, k: int = 10, retriever: str | None = None,
+                      **options: Any) -> list[SearchResult]:
+        """:meth:`search` in a worker thread (``asyncio.to_thread``): the event loop runs on, and calls overlap."""
+        import asyncio
+
+        return await asyncio.to_thread(self.search, query, k, retriever, **options)
+
+    async def aask(self, question: str, llm: Any, **options: Any) -> Answer:
+        """:meth:`ask` in a worker thread (``asyncio.to_thread``); arguments as :meth:`ask`."""
+        import asyncio
+
+        return await asyncio.to_thread(self.ask, question, llm, **options)

@@ -74,7 +74,7 @@ def test_retriever_and_pool_options_of_the_wrong_type(index):
 def test_ask_refuses_an_llm_that_is_neither_spec_nor_model_before_retrieving(index, llm):
     with pytest.raises(TypeError, match=r"^llm must be an LLM spec such as 'openai:MODEL@http://HOST:PORT/v1'"):
         index.ask(QUESTION, llm=llm)
-    with pytest.raises(ConfigError, match=r"spec"):
+    with pytest.raises(ConfigError, match=r"^llm must look like openai:MODEL"):
         index.ask(QUESTION, llm="nonsense")
     _untouched(index)
 

@@ -90,7 +90,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("evaluation", ("sirerag.evaluation", "sirerag.datasets")),
     ("report", ("sirerag.report",)),
     ("api", ("sirerag.api", "sirerag.api_checks", "sirerag.answers")),
-    ("front", ("sirerag.cli", "sirerag.integrations")),
+    ("front", ("sirerag.cli", "sirerag.integrations", "sirerag.serve", "sirerag.__main__")),
 ]
 
 

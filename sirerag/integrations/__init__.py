@@ -3,7 +3,8 @@
 
 They sit beside the core: nothing in sirerag imports them, and importing one without its framework
 raises :class:`~sirerag.core.errors.MissingExtraError` (an ``ImportError``) naming the extra to install.
-Both search through :meth:`sirerag.Index.search` and carry every result's provenance in the
+Both search through :meth:`sirerag.Index.search` (their async calls through :meth:`sirerag.Index.asearch`, in a
+worker thread, so concurrent calls overlap and the event loop runs on) and carry every result's provenance in the
 framework's metadata (:func:`metadata`).
 """
 from __future__ import annotations

@@ -18,7 +18,7 @@ from sirerag.integrations import check_settings, metadata, open_index
 
 require("langchain_core", "langchain", purpose="the LangChain retriever")
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, field_validator, model_validator  # noqa: E402
@@ -52,6 +52,13 @@ class SireragRetriever(BaseRetriever):
         return self
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        results = self.index.search(query, k=self.k, retriever=self.retriever, **self.options)
+        return self._documents(self.index.search(query, k=self.k, retriever=self.retriever, **self.options))
+
+    async def _aget_relevant_documents(self, query: str, *,
+                                       run_manager: AsyncCallbackManagerForRetrieverRun) -> list[Document]:
+        """The search in a worker thread (:meth:`sirerag.Index.asearch`): concurrent ``ainvoke`` calls overlap."""
+        return self._documents(await self.index.asearch(query, k=self.k, retriever=self.retriever, **self.options))
+
+    def _documents(self, results: list[Any]) -> list[Document]:
         return [Document(page_content=r.text, id=r.entry_id, metadata={**metadata(r, self.index), "score": r.score})
                 for r in results]

@@ -49,6 +49,15 @@ class SireragRetriever(BaseRetriever):
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         results = self.index.search(query_bundle.query_str, k=self.similarity_top_k, retriever=self.retriever_name,
                                     **self.options)
+        return self._nodes(results)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """The search in a worker thread (:meth:`sirerag.Index.asearch`): concurrent ``aretrieve`` calls overlap."""
+        results = await self.index.asearch(query_bundle.query_str, k=self.similarity_top_k,
+                                           retriever=self.retriever_name, **self.options)
+        return self._nodes(results)
+
+    def _nodes(self, results: list[Any]) -> list[NodeWithScore]:
         return [NodeWithScore(node=TextNode(id_=r.entry_id, text=r.text, metadata=metadata(r, self.index),
                                             excluded_llm_metadata_keys=list(HIDDEN),
                                             excluded_embed_metadata_keys=list(HIDDEN)),
