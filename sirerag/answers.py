@@ -16,7 +16,8 @@ from sirerag.core.errors import check
 from sirerag.evaluation.qa import clean_answer, reader_request
 from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.retrievers.base import Hit
-from sirerag.core.types import Document, Node
+from sirerag.core.types import Document, Node, Pool
+from sirerag.pool.titles import entry_title
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +34,8 @@ class SearchResult:
         entry_id: the pool entry's id.
         score: the retriever's score (comparable within one query).
         text: what the retriever ranked and a reader reads.
-        title: a leaf's document title (a folder file's relative path); an aggregate's entity;
-            empty for a summary.
+        title: a leaf's document title (a folder file's relative path); an aggregate's entity; a
+            summary's most central children's titles, up to 3 joined by ``"; "``.
         tree: ``similarity`` or ``relatedness``.
         kind: ``leaf``, ``summary``, ``aggregate`` or ``proposition``.
         level: 0 for leaves and aggregates, 1.. for summaries.
@@ -58,14 +59,17 @@ class SearchResult:
                 "text": self.text}
 
 
-def make_result(hit: Hit, entry: Node, documents: Mapping[str, Document]) -> SearchResult:
-    """The :class:`SearchResult` of a hit on ``entry``; ``documents`` by id give leaves their titles."""
+def make_result(hit: Hit, entry: Node, documents: Mapping[str, Document], pool: Pool | None = None) -> SearchResult:
+    """The :class:`SearchResult` of a hit on ``entry``; ``documents`` by id give leaves their titles, and
+    ``pool`` (the entry's) gives summaries theirs (:func:`sirerag.pool.titles.entry_title`)."""
     title, section = "", ""
     if entry.kind == "leaf" and entry.passages and entry.passages[0] in documents:
         doc = documents[entry.passages[0]]
         title, section = doc.title, doc.section
     elif entry.kind == "aggregate" and entry.entity:
         title = entry.entity
+    elif entry.kind == "summary" and pool is not None:
+        title = entry_title(pool, entry, documents)
     return SearchResult(entry_id=entry.id, score=float(hit.score), text=entry.text, title=title, tree=entry.tree,
                         kind=entry.kind, level=entry.level, passages=tuple(entry.passages), section=section)
 

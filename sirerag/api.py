@@ -10,6 +10,7 @@ kept until :meth:`Index.close` (or the end of a ``with`` block); an add or remov
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
@@ -67,6 +68,14 @@ def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildCon
     return config.with_overrides(**overrides).validate()
 
 
+def _progress(show_progress: bool | None) -> bool:
+    """``show_progress`` as given, or (None) whether stderr is a terminal, as tqdm decides."""
+    if show_progress is not None:
+        return bool(show_progress)
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
 class Index:
     """A sirerag index directory, ready to search. Use :meth:`build` or :meth:`load`, not the constructor.
 
@@ -82,7 +91,7 @@ class Index:
     # -- making one ---------------------------------------------------------------------------------
     @classmethod
     def build(cls, corpus: str | Path | Sequence[Any], out: str | Path, *, config: BuildConfig | None = None,
-              cache_dir: str | Path | None = None, show_progress: bool = False, **settings: Any) -> "Index":
+              cache_dir: str | Path | None = None, show_progress: bool | None = None, **settings: Any) -> "Index":
         """Build an index from ``corpus`` into ``out`` and load it.
 
         Args:
@@ -90,7 +99,8 @@ class Index:
             out: the index directory (missing, empty, or an earlier sirerag index).
             config: base settings (default :class:`~sirerag.core.config.BuildConfig`).
             cache_dir: model-call caches (default ``out/cache``).
-            show_progress: progress bars.
+            show_progress: progress bars on stderr; None (the default) shows them when stderr is a
+                terminal, as tqdm does.
             **settings: overrides of ``config`` (:func:`build_config`), all checked before any work.
 
         Raises:
@@ -99,7 +109,7 @@ class Index:
         from sirerag.pipeline.build import build_index
 
         resolved = build_config(config, **settings)
-        build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=show_progress)
+        build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=_progress(show_progress))
         return cls.load(out)
 
     @classmethod
@@ -188,7 +198,7 @@ class Index:
 
             has = DOCUMENTS in self._loaded.manifest.files
             self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
-        return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents)
+        return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents, self._loaded.pool)
 
     # -- asking -----------------------------------------------------------------------------------
     def ask(self, question: str, llm: Any, *, k: int = 10, retriever: str | None = None,
@@ -236,9 +246,10 @@ class Index:
         """Add or update documents in place (``sirerag add``) and reload; returns the
         :class:`~sirerag.pipeline.update.UpdateReport`. A folder's documents are keyed by relative path;
         ``sync=True`` also removes those whose files are gone. ``options``: ``cache_dir``,
-        ``refresh_threshold``, ``drift_warn``, ``show_progress``."""
+        ``refresh_threshold``, ``drift_warn``, ``show_progress`` (default: when stderr is a terminal)."""
         from sirerag.pipeline.update import update_index
 
+        options["show_progress"] = _progress(options.get("show_progress"))
         report = update_index(self.path, add=corpus, sync=sync, **options)
         self._reload()
         return report
@@ -250,6 +261,7 @@ class Index:
 
         if isinstance(ids, str):
             ids = [ids]
+        options["show_progress"] = _progress(options.get("show_progress"))
         report = update_index(self.path, remove=list(ids), **options)
         self._reload()
         return report

