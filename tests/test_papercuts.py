@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_the_search_table_shows_titles_passage_ids_and_the_pool_rule(tree_index,
     assert main(["search", str(tree_index), QUESTION, "-k", "8", "--leaf-share", "0.8"]) == 0
     out = capsys.readouterr().out
     assert "Harwick Bridge  [passage harwick]" in out
-    assert "summary over " in out  # a summary says how many passages it covers
+    # a summary names its most central children's titles and says how many passages it covers
+    assert re.search(r"summary '[^']+' over \d+ passage\(s\)", out)
     assert "(pool rule 'passages', leaf share 0.8: a summary or aggregate is placed after a passage it covers, " \
            "so it can rank below passages that score lower; --pool-rule native shows dense's own order)" in out
     assert main(["search", str(tree_index), QUESTION, "--pool-rule", "native"]) == 0
