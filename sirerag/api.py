@@ -87,6 +87,7 @@ class Index:
         self._loaded = loaded
         self._retrievers: dict[tuple[str | None, str], Any] = {}
         self._documents: dict[str, Any] | None = None
+        self._positions: dict[str, tuple[int, int]] | None = None  # ask(order="document")
 
     # -- making one ---------------------------------------------------------------------------------
     @classmethod
@@ -203,7 +204,7 @@ class Index:
     # -- asking -----------------------------------------------------------------------------------
     def ask(self, question: str, llm: Any, *, k: int = 10, retriever: str | None = None,
             token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
-            cache_dir: str | Path | None = None, **options: Any) -> Answer:
+            cache_dir: str | Path | None = None, order: str = "rank", **options: Any) -> Answer:
         """Answer ``question`` from the ``k`` best entries, read in order up to ``token_budget`` tokens
         with the QA reader's prompt (``sirerag eval --reader``).
 
@@ -213,14 +214,17 @@ class Index:
             k, retriever, **options: as :meth:`search`.
             token_budget: context tokens at most. max_tokens: the answer's completion budget.
             cache_dir: cache the reader's calls here (default: no cache).
+            order: ``rank`` reads the entries best first; ``document`` reads the same entries grouped by document
+                (in corpus order) and in their place within it, for a narrative whose order of events matters.
 
         Raises:
             InputError: an empty question. ConfigError: a bad spec or setting.
             LLMCallError: the reader failed.
         """
-        from sirerag.answers import answer_question
+        from sirerag.answers import ORDERS, answer_question, reading_positions
 
         check_query(question)
+        check(order in ORDERS, "order", order, " or ".join(repr(o) for o in ORDERS))
         if cache_dir is not None:  # never a cache inside an index: the output guard's rule, before any work
             from sirerag.core.io.guard import check_cache_dir
 
@@ -233,8 +237,10 @@ class Index:
             reader = load_llm(llm, config=LLMConfig(), cache_dir=cache_dir)
         results = self.search(question, k=k, retriever=retriever, **options)
         try:
+            if order == "document" and self._positions is None:
+                self._positions = reading_positions(self._loaded.documents(), self._loaded.chunks())
             return answer_question(question, results, reader, self.pool, token_budget=token_budget,
-                                   max_tokens=max_tokens)
+                                   max_tokens=max_tokens, order=order, positions=self._positions)
         finally:
             if reader is not llm:
                 close = getattr(getattr(reader, "cache", None), "close", None)
@@ -278,7 +284,7 @@ class Index:
 
         self.close()
         self._loaded = load_index(self.path)
-        self._documents = None
+        self._documents = self._positions = None
 
     # -- releasing --------------------------------------------------------------------------------
     def close(self) -> None:
