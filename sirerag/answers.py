@@ -20,13 +20,16 @@ from sirerag.core.io.corpus import terminal_text
 from sirerag.evaluation.qa import clean_answer, reader_request
 from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.retrievers.base import Hit
-from sirerag.core.types import Document, Node
+from sirerag.core.types import Document, Node, Pool
+from sirerag.pool.titles import entry_title
 
 logger = logging.getLogger(__name__)
 
 #: reading budget of an answer (cl100k tokens of context) and its completion budget
 DEFAULT_TOKEN_BUDGET = 1024
 DEFAULT_ANSWER_TOKENS = 64
+#: the orders in which an answer reads the entries it took
+ORDERS = ("rank", "document")
 
 
 @dataclass(frozen=True)
@@ -37,8 +40,8 @@ class SearchResult:
         entry_id: the pool entry's id.
         score: the retriever's score (comparable within one query).
         text: what the retriever ranked and a reader reads.
-        title: a leaf's document title (a folder file's relative path); an aggregate's entity;
-            empty for a summary.
+        title: a leaf's document title (a folder file's relative path); an aggregate's entity; a
+            summary's most central children's titles, up to 3 joined by ``"; "``.
         tree: ``similarity`` or ``relatedness``.
         kind: ``leaf``, ``summary``, ``aggregate`` or ``proposition``.
         level: 0 for leaves and aggregates, 1.. for summaries.
@@ -62,14 +65,17 @@ class SearchResult:
                 "text": self.text}
 
 
-def make_result(hit: Hit, entry: Node, documents: Mapping[str, Document]) -> SearchResult:
-    """The :class:`SearchResult` of a hit on ``entry``; ``documents`` by id give leaves their titles."""
+def make_result(hit: Hit, entry: Node, documents: Mapping[str, Document], pool: Pool | None = None) -> SearchResult:
+    """The :class:`SearchResult` of a hit on ``entry``; ``documents`` by id give leaves their titles, and
+    ``pool`` (the entry's) gives summaries theirs (:func:`sirerag.pool.titles.entry_title`)."""
     title, section = "", ""
     if entry.kind == "leaf" and entry.passages and entry.passages[0] in documents:
         doc = documents[entry.passages[0]]
         title, section = doc.title, doc.section
     elif entry.kind == "aggregate" and entry.entity:
         title = entry.entity
+    elif entry.kind == "summary" and pool is not None:
+        title = entry_title(pool, entry, documents)
     return SearchResult(entry_id=entry.id, score=float(hit.score), text=entry.text, title=title, tree=entry.tree,
                         kind=entry.kind, level=entry.level, passages=tuple(entry.passages), section=section)
 
@@ -91,7 +97,8 @@ class Answer:
     Attributes:
         question: the question asked.
         text: the reader's answer (first line, without an ``Answer:`` prefix).
-        sources: the entries the reader got, in rank order (the last may have been cut at the budget).
+        sources: the entries the reader got, in the order it read them (rank order, or document order with
+            ``order="document"``); the last one taken in rank order may have been cut at the budget.
         llm: the reader's spec.
         context_tokens: tokens of context read.
         cached: the answer came from a call cache.
@@ -143,24 +150,47 @@ def open_reader(spec: str, config: LLMConfig, *, option: str = "llm", cache_dir:
     return load_llm(spec, config=replace(config, deadline=left), cache_dir=cache_dir)
 
 
+def reading_positions(documents: Sequence[Document], chunks: Sequence[Any]) -> dict[str, tuple[int, int]]:
+    """Leaf entry id (a chunk's id) -> (its document's place in the corpus, its place in the document): the
+    keys of ``order="document"``."""
+    place = {d.id: i for i, d in enumerate(documents)}
+    return {c.id: (place.get(c.doc_id, len(place)), c.index) for c in chunks}
+
+
+def document_order(results: Sequence[SearchResult], positions: Mapping[str, tuple[int, int]]) -> list[int]:
+    """Indices of ``results`` in document order: leaves grouped by document (in corpus order) and in their place
+    within it; then the entries that span passages (summaries, aggregates), in rank order."""
+    def key(i: int) -> tuple[int, int, int]:
+        where = positions.get(results[i].entry_id) if results[i].kind == "leaf" else None
+        return (0, *where) if where is not None else (1, i, 0)
+
+    return sorted(range(len(results)), key=key)
+
+
 def answer_question(question: str, results: Sequence[SearchResult], llm: Any, pool: Any, *,
-                    token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS) -> Answer:
-    """Read ``results`` in rank order up to ``token_budget`` tokens and ask ``llm`` the question.
+                    token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
+                    order: str = "rank", positions: Mapping[str, tuple[int, int]] | None = None) -> Answer:
+    """Take ``results`` in rank order up to ``token_budget`` tokens, read them in ``order`` and ask ``llm``
+    the question.
 
     Args:
         question: the question.
         results: ranked entries of ``pool`` (from a search for the question).
         llm: an object following :class:`~sirerag.llm.base.LLM`.
         pool: the pool the results rank.
-        token_budget: cl100k tokens of context at most (the last entry read is cut at the budget).
+        token_budget: cl100k tokens of context at most (the last entry taken is cut at the budget).
         max_tokens: completion budget of the answer.
+        order: ``rank`` (best first) or ``document`` (:func:`document_order`: the same entries, read grouped by
+            document and in their place within it, as a long narrative is told).
+        positions: with ``order="document"``, :func:`reading_positions` of the pool's documents and chunks.
 
     Raises:
-        ConfigError: a budget is not a positive integer.
+        ConfigError: a budget is not a positive integer, or ``order`` is not one of :data:`ORDERS`.
         LLMCallError: the reader failed (after its retries).
     """
     check(isinstance(token_budget, int) and token_budget >= 1, "token_budget", token_budget, "an integer >= 1")
     check(isinstance(max_tokens, int) and max_tokens >= 1, "max_tokens", max_tokens, "an integer >= 1")
+    check(order in ORDERS, "order", order, " or ".join(repr(o) for o in ORDERS))
     builder = ContextBuilder(pool)
     read: list[SearchResult] = []
     used = 0
@@ -169,7 +199,11 @@ def answer_question(question: str, results: Sequence[SearchResult], llm: Any, po
             break
         read.append(result)
         used = min(token_budget, used + len(builder.tokens(result.entry_id)))
-    context = builder.context([Hit(r.entry_id, r.score) for r in read], token_budget)
+    parts = builder.parts([Hit(r.entry_id, r.score) for r in read], token_budget)
+    if order == "document":
+        chosen = document_order(read, positions or {})
+        read, parts = [read[i] for i in chosen], [parts[i] for i in chosen]
+    context = "\n\n".join(parts)
     completion = llm.complete(reader_request(question, context, max_tokens=max_tokens))
     logger.debug("answered %r from %d entries (%d tokens) with %s", question, len(read), used, llm.spec)
     return Answer(question=question, text=clean_answer(completion.text), sources=tuple(read), llm=llm.spec,

@@ -10,6 +10,7 @@ kept until :meth:`Index.close` (or the end of a ``with`` block); an add or remov
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -70,6 +71,14 @@ def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildCon
     return config.with_overrides(**overrides).validate()
 
 
+def _progress(show_progress: bool | None) -> bool:
+    """``show_progress`` as given, or (None) whether stderr is a terminal, as tqdm decides."""
+    if show_progress is not None:
+        return bool(show_progress)
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
 class Index:
     """A sirerag index directory, ready to search. Use :meth:`build` or :meth:`load`, not the constructor.
 
@@ -85,11 +94,12 @@ class Index:
         self._retrievers: dict[tuple[str | None, str], Any] = {}
         self._documents: dict[str, Any] | None = None
         self._loading = threading.Lock()  # threads searching one Index load each retriever once
+        self._positions: dict[str, tuple[int, int]] | None = None  # ask(order="document")
 
     # -- making one ---------------------------------------------------------------------------------
     @classmethod
     def build(cls, corpus: str | Path | Sequence[Any], out: str | Path, *, config: BuildConfig | None = None,
-              cache_dir: str | Path | None = None, show_progress: bool = False, **settings: Any) -> "Index":
+              cache_dir: str | Path | None = None, show_progress: bool | None = None, **settings: Any) -> "Index":
         """Build an index from ``corpus`` into ``out`` and load it.
 
         Args:
@@ -97,7 +107,8 @@ class Index:
             out: the index directory (missing, empty, or an earlier sirerag index).
             config: base settings (default :class:`~sirerag.core.config.BuildConfig`).
             cache_dir: model-call caches (default ``out/cache``).
-            show_progress: progress bars.
+            show_progress: progress bars on stderr; None (the default) shows them when stderr is a
+                terminal, as tqdm does.
             **settings: overrides of ``config`` (:func:`build_config`), all checked before any work.
 
         Raises:
@@ -109,7 +120,7 @@ class Index:
         resolved = build_config(config, **settings)
         api_checks.check_path(out, "out")
         corpus = api_checks.corpus_argument(corpus, warn_passage_bytes=resolved.chunking.warn_passage_bytes)
-        build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=show_progress)
+        build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=_progress(show_progress))
         return cls.load(out)
 
     @classmethod
@@ -200,12 +211,13 @@ class Index:
 
             has = DOCUMENTS in self._loaded.manifest.files
             self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
-        return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents)
+        return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents, self._loaded.pool)
 
     # -- asking -----------------------------------------------------------------------------------
     def ask(self, question: str, llm: Any, *, k: int = 10, retriever: str | None = None,
             token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
-            cache_dir: str | Path | None = None, llm_config: LLMConfig | None = None, **options: Any) -> Answer:
+            cache_dir: str | Path | None = None, llm_config: LLMConfig | None = None, order: str = "rank",
+            **options: Any) -> Answer:
         """Answer ``question`` from the ``k`` best entries, read in order up to ``token_budget`` tokens
         with the QA reader's prompt (``sirerag eval --reader``).
 
@@ -218,17 +230,20 @@ class Index:
             llm_config: the reader's :class:`~sirerag.core.config.LLMConfig` for a spec (timeouts, retries,
                 ``deadline``); an ``openai:`` endpoint is checked first, and the whole wait for the model
                 ends within ``llm_config.deadline`` seconds (:func:`~sirerag.answers.open_reader`).
+            order: ``rank`` reads the entries best first; ``document`` reads the same entries grouped by document
+                (in corpus order) and in their place within it, for a narrative whose order of events matters.
 
         Raises:
             TypeError: a question that is not a str, an ``llm`` that is no spec nor LLM.
             InputError: an empty question. ConfigError: a bad spec or setting, an endpoint that does not
             answer. LLMCallError: the reader failed.
         """
-        from sirerag.answers import answer_question, open_reader
+        from sirerag.answers import ORDERS, answer_question, open_reader, reading_positions
 
         (question,) = api_checks.queries_argument(question, self.query, batch=False)
         api_checks.llm_argument(llm)
         api_checks.retriever_argument(retriever)
+        check(order in ORDERS, "order", order, " or ".join(repr(o) for o in ORDERS))
         if cache_dir is not None:  # never a cache inside an index: the output guard's rule, before any work
             from sirerag.core.io.guard import check_cache_dir
 
@@ -238,8 +253,10 @@ class Index:
             reader = open_reader(llm, LLMConfig() if llm_config is None else llm_config, cache_dir=cache_dir)
         results = self.search(question, k=k, retriever=retriever, **options)
         try:
+            if order == "document" and self._positions is None:
+                self._positions = reading_positions(self._loaded.documents(), self._loaded.chunks())
             return answer_question(question, results, reader, self.pool, token_budget=token_budget,
-                                   max_tokens=max_tokens)
+                                   max_tokens=max_tokens, order=order, positions=self._positions)
         finally:
             if reader is not llm:
                 close = getattr(getattr(reader, "cache", None), "close", None)
@@ -253,11 +270,12 @@ class Index:
         :class:`~sirerag.pipeline.update.UpdateReport`. A folder's documents are keyed by relative path;
         ``sync=True`` also removes the documents it gave whose files are gone; ``follow_outside_links=True``
         reads the files its symbolic links lead to outside it. ``options``: ``cache_dir``,
-        ``refresh_threshold``, ``drift_warn``, ``show_progress``."""
+        ``refresh_threshold``, ``drift_warn``, ``show_progress`` (default: when stderr is a terminal)."""
         from sirerag.pipeline.update import update_index
 
         warn = self._loaded.manifest.build_config().chunking.warn_passage_bytes
         corpus = api_checks.corpus_argument(corpus, warn_passage_bytes=warn)
+        options["show_progress"] = _progress(options.get("show_progress"))
         report = update_index(self.path, add=corpus, sync=sync, follow_outside_links=follow_outside_links,
                               **options)
         self._reload()
@@ -268,6 +286,7 @@ class Index:
         :class:`~sirerag.core.errors.InputError`."""
         from sirerag.pipeline.update import update_index
 
+        options["show_progress"] = _progress(options.get("show_progress"))
         report = update_index(self.path, remove=api_checks.ids_argument(ids), **options)
         self._reload()
         return report
@@ -284,7 +303,7 @@ class Index:
 
         self.close()
         self._loaded = load_index(self.path)
-        self._documents = None
+        self._documents = self._positions = None
 
     # -- releasing --------------------------------------------------------------------------------
     def close(self) -> None:

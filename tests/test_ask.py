@@ -198,3 +198,69 @@ def test_ask_refuses_a_bad_timeout_or_config_in_one_line(index_dir, capsys, tmp_
     bad.write_text("[llm]\ndeadline = -1\n")
     assert main(["ask", str(index_dir), QUESTION, "--llm", "openai:m@http://127.0.0.1:9/v1", "--config", str(bad)]) == 1
     assert "llm.deadline must be a positive number of seconds, got -1" in one_error(capsys)
+#: a story told in order, split into chunks of one sentence each: which came first decides the answer
+STORY = ["Mary went to the kitchen.", "Mary picked up the apple there.", "Mary travelled to the garden.",
+         "Mary dropped the apple in the garden.", "John moved to the hallway."]
+
+
+@pytest.fixture(scope="module")
+def story_index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("story")
+    from sirerag.core.types import Document
+
+    rows = [Document(id="story", text=" ".join(STORY)),
+            Document(id="other", title="Other", text="The apple is a fruit that grows on trees.")]
+    sirerag.Index.build(rows, root / "index", trees="none", chunking={"max_tokens": 8}, show_progress=False).close()
+    return root / "index"
+
+
+def _context(body: dict) -> str:
+    return body["messages"][-1]["content"].split("Context:\n", 1)[1].split("\n\nQuestion:")[0]
+
+
+def test_document_order_reads_the_same_entries_grouped_by_document_in_story_order(story_index):
+    question = "Where is the apple?"
+    with FlakyServer(reply=lambda body: "garden") as server, sirerag.Index.load(story_index) as index:
+        chunks = {c.id: c for c in index.loaded.chunks()}
+        assert [c.text for c in chunks.values() if c.doc_id == "story"] == STORY  # one chunk per sentence
+        by_rank = index.ask(question, f"openai:reader@{server.url}", k=6, retriever="dense")
+        by_story = index.ask(question, f"openai:reader@{server.url}", k=6, retriever="dense", order="document")
+        rank_ids = [s.entry_id for s in by_rank.sources]
+        story_ids = [s.entry_id for s in by_story.sources]
+        assert sorted(rank_ids) == sorted(story_ids) and len(story_ids) == 6  # the same entries...
+        places = [(0 if chunks[i].doc_id == "story" else 1, chunks[i].index) for i in story_ids]
+        assert places == sorted(places)  # ...grouped by document in corpus order, each in its place
+        assert rank_ids != story_ids  # the search's ranking is not the story's order here
+        told = [chunks[i].text for i in story_ids if chunks[i].doc_id == "story"]
+        assert _context(server.bodies[1]).startswith("\n\n".join(told))
+        assert _context(server.bodies[0]).startswith(by_rank.sources[0].text)
+        with pytest.raises(ConfigError, match="order must be 'rank' or 'document', got 'time'"):
+            index.ask(question, f"openai:reader@{server.url}", order="time")
+        assert len(server.bodies) == 2  # the bad order was refused before any call
+
+
+def test_document_order_puts_entries_that_span_passages_last_in_rank_order():
+    from sirerag.answers import SearchResult, document_order
+
+    def result(entry_id: str, kind: str = "leaf") -> SearchResult:
+        return SearchResult(entry_id, 1.0, entry_id, "", "similarity", kind, 0, ("d",))
+
+    results = [result("s1", "summary"), result("b0"), result("a3"), result("agg", "aggregate"), result("a1"),
+               result("unknown")]
+    positions = {"a1": (0, 1), "a3": (0, 3), "b0": (1, 0)}
+    assert [results[i].entry_id for i in document_order(results, positions)] == \
+        ["a1", "a3", "b0", "s1", "agg", "unknown"]
+
+
+def test_ask_order_on_the_command_line(story_index, capsys):
+    with FlakyServer(reply=lambda body: "garden") as server:
+        assert main(["ask", str(story_index), "Where is the apple?", "--llm", f"openai:reader@{server.url}",
+                     "--retriever", "bm25", "-k", "3", "--order", "document", "--json"]) == 0
+    sources = json.loads(capsys.readouterr().out)["sources"]
+    with sirerag.Index.load(story_index) as index:
+        chunks = {c.id: c for c in index.loaded.chunks()}
+    places = [(0 if chunks[s["id"]].doc_id == "story" else 1, chunks[s["id"]].index) for s in sources]
+    assert len(places) == 3 and places == sorted(places)
+    with pytest.raises(SystemExit, match="^2$"):
+        main(["ask", str(story_index), "Where?", "--llm", "openai:m@http://127.0.0.1:9/v1", "--order", "time"])
+    assert "invalid choice: 'time'" in capsys.readouterr().err

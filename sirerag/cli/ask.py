@@ -1,8 +1,9 @@
 """``sirerag ask INDEX QUESTION --llm SPEC``: answer a question from an index, with numbered sources.
 
-A thin layer over :meth:`sirerag.Index.ask`: it retrieves the ``-k`` best entries, reads them in rank
-order up to ``--token-budget`` tokens with the QA reader's prompt (that of ``sirerag eval --reader``)
-and prints the answer and the entries it read (title, passage id); ``--json`` prints one JSON object.
+A thin layer over :meth:`sirerag.Index.ask`: it retrieves the ``-k`` best entries, takes them in rank
+order up to ``--token-budget`` tokens and reads them (in rank order, or with ``--order document`` grouped by
+document and in their place within it) with the QA reader's prompt (that of ``sirerag eval --reader``), and
+prints the answer and the entries it read (title, passage id); ``--json`` prints one JSON object.
 """
 from __future__ import annotations
 
@@ -29,6 +30,10 @@ def register(sub: Any) -> None:
                    help=f"context tokens read at most, in rank order (default {DEFAULT_TOKEN_BUDGET})")
     p.add_argument("--max-tokens", type=int, default=DEFAULT_ANSWER_TOKENS,
                    help=f"completion budget of the answer (default {DEFAULT_ANSWER_TOKENS})")
+    p.add_argument("--order", choices=["rank", "document"], default="rank",
+                   help="the order the reader reads the entries taken: rank (best first, the default) or document "
+                        "(grouped by document, in corpus order, and in their place within it: for a long "
+                        "narrative whose order of events matters; summaries and aggregates come last)")
     p.add_argument("--reader-cache", metavar="DIR", help="cache the reader's calls here (default: no cache)")
     p.add_argument("--config", metavar="TOML", help="TOML file whose [llm] section sets the reader (timeouts, "
                                                     "retries, deadline), as build's --config")
@@ -63,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     with Index.load(args.index) as index:
         answer = index.ask(args.question, args.llm, k=args.k, retriever=args.retriever,
                            token_budget=args.token_budget, max_tokens=args.max_tokens,
-                           cache_dir=args.reader_cache, llm_config=llm_config, **retriever_options(args))
+                           cache_dir=args.reader_cache, llm_config=llm_config, order=args.order,
+                           **retriever_options(args))
     print(json.dumps(answer.to_dict(), ensure_ascii=False) if args.json else str(answer))
     return 0

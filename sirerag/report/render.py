@@ -71,7 +71,8 @@ def fill(template: str, parts: dict[str, str]) -> str:
 
 
 def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[str] = (), max_nodes: int = 60,
-                 questions: Sequence[str] = (), show_progress: bool = True) -> ReportInfo:
+                 questions: Sequence[str] = (), questions_file: str | Path | None = None, limit: int | None = None,
+                 retriever: str | None = None, show_progress: bool = True) -> ReportInfo:
     """Write the inspection report of an index directory to ``out``.
 
     Args:
@@ -79,15 +80,35 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
         out: the HTML file to write (replaced atomically).
         entities: entity names offered as shortcuts; the first one is drawn when the page opens.
         max_nodes: most nodes drawn in an entity's neighbourhood.
-        questions: questions to explain, one panel each (:mod:`sirerag.report.questions`; needs a graph).
+        questions: questions to explain, one panel each (:mod:`sirerag.report.questions`).
+        questions_file: a questions file (``{id, question, answers, gold_passage_ids}`` rows, as for
+            ``sirerag eval``) whose questions are explained too, with their gold passages' ranks.
+        limit: only the first ``limit`` questions of ``questions_file`` (default 10).
+        retriever: the retriever that explains the questions (None: the index's default; PPR needs a graph).
         show_progress: progress bars for the long steps.
 
     Raises:
         IndexFormatError: ``index_dir`` is not a readable index.
-        InputError: ``max_nodes`` is below 2, or an entity or a question is given for an index without a graph.
+        InputError: ``max_nodes`` or ``limit`` is below 1 or 2, a questions file is unreadable, or an entity
+            (or ``retriever="ppr"``) is given for an index without a graph.
     """
     if not isinstance(max_nodes, int) or max_nodes < 2:
         raise InputError(f"--max-nodes must be an integer >= 2, got {max_nodes!r}")
+    if retriever is not None:
+        from sirerag.retrievers.registry import loader
+
+        for part in str(retriever).split("+"):
+            loader(part)  # ConfigError naming the retrievers there are, before any work
+    golds: list[Any] = [None] * len(questions)
+    if limit is not None and (questions_file is None or isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 1):
+        raise InputError(f"--limit must be an integer >= 1 and goes with --questions, got {limit!r}")
+    if questions_file is not None:
+        from sirerag.evaluation.retrieval import load_questions
+
+        rows = load_questions(questions_file, limit=limit or 10)
+        questions = [*questions, *(q.question for q in rows)]
+        golds += [q.gold_passage_ids for q in rows]
     shown = Path(out)
     out = check_file_out(out, "--out", inputs=[index_dir])  # before any work; a link stays a link
     start = time.perf_counter()
@@ -105,7 +126,7 @@ def write_report(index_dir: str | Path, out: str | Path, *, entities: Sequence[s
             data.graph = graph_json(graph_dir, data.doc_index)
     elif entities:
         raise InputError(f"{index.path}: --entity needs an entity graph; rebuild the index with --graph")
-    views = question_views(index, questions) if questions else []
+    views = question_views(index, questions, retriever=retriever, golds=golds) if questions else []
     writer = TreeWriter(data, show_progress=show_progress)
     trees = {name: writer.tree(name) for name in ("similarity", "relatedness")}
     payload = {
