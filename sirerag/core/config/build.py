@@ -11,6 +11,7 @@ from sirerag.core.config.sections import (
     TREE_CHOICES,
     ChunkingConfig,
     ClusteringConfig,
+    DenseConfig,
     EmbedderConfig,
     EngineConfig,
     ExtractionConfig,
@@ -43,6 +44,7 @@ class BuildConfig:
     relatedness: RelatednessConfig = field(default_factory=RelatednessConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    dense: DenseConfig = field(default_factory=DenseConfig)
 
     def validate(self) -> "BuildConfig":
         """Check the type of every field, then every range; returns the settings to build with (``self``,
