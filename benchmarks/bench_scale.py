@@ -36,6 +36,7 @@ from benchmarks.scale_corpus import DEFAULT_SOURCES, read_sources, write_corpus
 FIGURES = ("wall_s", "cpu_s", "peak_rss_mib", "disk_mib")
 TARGETS = (1_000_000, 10_000_000)
 BUILD_ARGS = ("--graph",)
+MIN_PLOTTED_S = 5.0
 
 
 def corpus_for(work: Path, n: int, sources: Sequence[str], seed: int) -> Path:
@@ -97,15 +98,18 @@ def build_size(work: Path, n: int, sources: Sequence[str], seed: int) -> dict[st
 
 
 def fit(sizes: Sequence[int], values: Sequence[float]) -> dict[str, Any] | None:
-    """Least squares of log(value) on log(size): exponent ``b``, and ``a N^b`` at 1M and 10M; None
-    with fewer than two positive points."""
+    """Least squares of log(value) on log(size): exponent ``b``, and ``a N^b`` at 1M and 10M; also the
+    straight line ``c + d N`` (``per_passage`` = d; a fixed cost such as the loaded model makes the
+    exponent of a small range too low); None with fewer than two positive points."""
     points = [(n, v) for n, v in zip(sizes, values) if v and v > 0]
     if len(points) < 2:
         return None
     x, y = np.log([p[0] for p in points]), np.log([p[1] for p in points])
     b, log_a = np.polyfit(x, y, 1)
+    slope, intercept = np.polyfit([p[0] for p in points], [p[1] for p in points], 1)
     return {"exponent": round(float(b), 3), "points": len(points),
-            **{f"at_{t}": float(math.exp(log_a) * t ** b) for t in TARGETS}}
+            **{f"at_{t}": float(math.exp(log_a) * t ** b) for t in TARGETS},
+            "per_passage": float(slope), **{f"linear_at_{t}": float(intercept + slope * t) for t in TARGETS}}
 
 
 def curves(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -132,24 +136,26 @@ def _cell(value: float | None, figure: str) -> str:
 
 
 def markdown(sizes: Sequence[int], table: dict[str, dict[str, Any]]) -> str:
-    """One table per figure: stages by size, the exponent, the extrapolations."""
+    """One table per figure: stages by size, the exponent, the extrapolations (power law and straight line)."""
     parts = []
     for figure in FIGURES:
-        head = ["stage", *(f"{n:,}" for n in sizes), "exponent", *(f"{t:,} (fit)" for t in TARGETS)]
+        head = ["stage", *(f"{n:,}" for n in sizes), "exponent", *(f"{t:,} (power)" for t in TARGETS),
+                *(f"{t:,} (linear)" for t in TARGETS)]
         lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         for name, figures in table.items():
             entry = figures[figure]
             got = entry["fit"]
             cells = [_cell(v, figure) for v in entry["values"]]
-            tail = [f"{got['exponent']:.2f}", *(_cell(got[f"at_{t}"], figure) for t in TARGETS)] if got else \
-                ["-"] * (1 + len(TARGETS))
+            tail = [f"{got['exponent']:.2f}", *(_cell(got[f"at_{t}"], figure) for t in TARGETS),
+                    *(_cell(got[f"linear_at_{t}"], figure) for t in TARGETS)] if got else ["-"] * (1 + 2 * len(TARGETS))
             lines.append("| " + " | ".join([name, *cells, *tail]) + " |")
         parts.append(f"**{figure}**\n\n" + "\n".join(lines))
     return "\n\n".join(parts) + "\n"
 
 
 def plot(sizes: Sequence[int], table: dict[str, dict[str, Any]], path: Path) -> None:
-    """Log-log wall time and peak RSS against N, measured points and fitted lines up to 10M."""
+    """Log-log wall time and peak RSS against N: measured points, the power-law fit (dashed) and the
+    straight line (dotted) up to 10M."""
     from sirerag.core.errors import require
 
     require("matplotlib", "plot")
@@ -166,12 +172,16 @@ def plot(sizes: Sequence[int], table: dict[str, dict[str, Any]], path: Path) -> 
             if figure == "peak_rss_mib" and name != "total":
                 continue  # peak RSS so far: only the build's total is a curve of its own
             points = [(n, v) for n, v in zip(sizes, entry["values"]) if v]
-            if not points or not entry["fit"]:
-                continue
+            if not points or not entry["fit"] or max(v for _, v in points) < MIN_PLOTTED_S:
+                continue  # stages of a few seconds at every size would only crowd the plot
             line = ax.loglog(*zip(*points), "o", label=f"{name} (b={entry['fit']['exponent']:.2f})")[0]
-            b = entry["fit"]["exponent"]
-            a = entry["fit"][f"at_{TARGETS[0]}"] / TARGETS[0] ** b
+            got = entry["fit"]
+            b = got["exponent"]
+            a = got[f"at_{TARGETS[0]}"] / TARGETS[0] ** b
             ax.loglog(grid, a * grid ** b, "--", color=line.get_color(), linewidth=0.8)
+            slope = got["per_passage"]
+            ax.loglog(grid, got[f"linear_at_{TARGETS[0]}"] + slope * (grid - TARGETS[0]), ":",
+                      color=line.get_color(), linewidth=0.8)
         ax.set_xlabel("passages")
         ax.set_ylabel(label)
         ax.grid(True, which="both", linewidth=0.3)
