@@ -129,3 +129,14 @@ def test_settings_are_checked():
     settings = BuildConfig.from_dict({"dense": {"ann_min_vectors": 10}}).validate().dense
     assert settings.builds_ann(10) and not settings.builds_ann(9)
     assert not BuildConfig.from_dict({"dense": {"ann_min_vectors": -1}}).dense.builds_ann(10**9)
+
+
+def test_the_cli_searches_exactly_on_request(corpora, capsys):
+    from sirerag.cli.main import main
+
+    runs = []
+    for extra in ([], ["--exact"]):
+        assert main(["search", str(corpora / "forced"), QUERIES[0], "--retriever", "dense", "--pool-rule", "native",
+                     "--json", *extra]) == 0
+        runs.append(capsys.readouterr().out)
+    assert runs[0] == runs[1] and json.loads(runs[0].splitlines()[0])
