@@ -83,7 +83,7 @@ def test_the_plan_follows_the_build_rules(trees, graph, extractor):
     assert plan.names == tuple(name for name, on in [
         ("load", True), ("query_export", True), ("embed_leaves", True), ("similarity_tree", "similarity" in trees),
         ("extraction", extraction), ("relatedness_tree", "relatedness" in trees), ("pool", True), ("bm25", True),
-        ("graph", graph)] if on)
+        ("ann", True), ("graph", graph)] if on)
     given = {"corpus"}
     for stage in plan:
         assert set(stage.needs) <= given, (stage.name, stage.needs, given)

@@ -176,7 +176,7 @@ def test_the_options_of_a_retriever_are_the_keywords_of_its_load():
         assert options_of(name) == {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
     assert options_of("colbert") == {"checkpoint", "query_maxlen", "timeout"}
     assert {"damping", "linking", "bm25_share", "entry_score", "tagger"} <= options_of("ppr")
-    assert options_of("bm25") == {"k1", "b", "method"} and options_of("dense") == {"embedder"}
+    assert options_of("bm25") == {"k1", "b", "method"} and options_of("dense") == {"embedder", "exact", "ann_expansion_search"}
 
 
 @pytest.mark.parametrize("option", ["nbits", "doc_maxlen", "rebuild", "build_timeout"])

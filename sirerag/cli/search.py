@@ -29,6 +29,8 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--passage-weight", type=float,
                    help="--retriever ppr: weight of the passage seeds in the reset (default 0.05)")
     p.add_argument("--fusion", choices=["score", "rrf"], help="fusion of a+b retrievers (default score)")
+    p.add_argument("--exact", action="store_true", default=None,
+                   help="dense: score every pool entry even when the index has an approximate (HNSW) index")
     p.add_argument("--pool-rule", choices=["passages", "native"],
                    help="over a full pool: passages (summaries and aggregates never push out passages; the "
                         "default) or native (the retriever's own ranking)")
@@ -43,7 +45,7 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter),
              ("passage_weight", args.passage_weight), ("fusion", args.fusion), ("pool_rule", args.pool_rule),
-             ("leaf_share", args.leaf_share), ("lift_ratio", args.lift_ratio))
+             ("leaf_share", args.leaf_share), ("lift_ratio", args.lift_ratio), ("exact", args.exact))
     return {k: v for k, v in pairs if v is not None}
 
 

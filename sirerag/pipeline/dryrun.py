@@ -207,6 +207,9 @@ class CountingRunner:
     def bm25(self, stage: Stage) -> None:
         """No LLM call."""
 
+    def ann(self, stage: Stage) -> None:
+        """No LLM call."""
+
     def graph(self, stage: Stage) -> None:
         """No LLM call (the graph embeds entities and facts; embedding tokens are not counted)."""
 

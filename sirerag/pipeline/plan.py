@@ -18,6 +18,7 @@ The stages (``*``: only with some settings):
 ``relatedness_tree`` *    ``"relatedness" in trees``: propositions embedded, aggregates clustered, summarised
 ``pool``                  flatten the trees (or the leaves alone) into the retrieval pool
 ``bm25``                  the stored lexical index of the pool
+``ann``                   the approximate dense index of the pool, when it has ``dense.ann_min_vectors`` vectors
 ``graph`` *               ``graph.enabled``: the entity graph for PPR (and, with no relatedness tree, the
                           propositions embedded for PPR's bridging)
 ========================  ==============================================================
@@ -94,6 +95,7 @@ class BuildPlan:
         stages.append(Stage("pool", needs=("chunks", "leaf_embeddings", *tree_outputs), gives=("pool",),
                             writes=(ENTRIES, EMBEDDINGS, "component:pool")))
         stages.append(Stage("bm25", needs=("pool",), writes=("component:bm25",)))
+        stages.append(Stage("ann", needs=("pool",), writes=("component:ann",)))
         if graph:
             vectors = () if "relatedness" in trees else (PROPOSITION_VECTORS,)  # for bridging, if no tree did
             stages.append(Stage("graph", models=("embedder",), needs=("documents", "propositions"),

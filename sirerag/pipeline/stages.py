@@ -56,6 +56,17 @@ class IndexWriter:
         assert self.retrieval_pool is not None, "the pool stage runs before bm25"
         self.components["bm25"] = save_bm25(self.out, [e.text for e in self.retrieval_pool.entries])
 
+    def ann(self, stage: Stage) -> None:
+        """The approximate dense index, for a pool of ``dense.ann_min_vectors`` vectors or more; a smaller pool
+        has none (an update that shrinks the pool below the size drops it)."""
+        assert self.retrieval_pool is not None, "the pool stage runs before ann"
+        self.components.pop("ann", None)
+        vectors = self.retrieval_pool.embeddings
+        if self.config.dense.builds_ann(int(vectors.shape[0])):
+            from sirerag.pool.ann import save_ann
+
+            self.components["ann"] = save_ann(self.out, vectors, self.config.dense)
+
     def graph(self, stage: Stage) -> None:
         from sirerag.graph.store import build_and_save_graph
         from sirerag.trees.proposition_vectors import vectors_for

@@ -12,6 +12,7 @@ from sirerag.core.config.sections import (
     ChunkingConfig,
     ClusteringConfig,
     CorpusConfig,
+    DenseConfig,
     EmbedderConfig,
     EngineConfig,
     ExtractionConfig,
@@ -45,6 +46,7 @@ class BuildConfig:
     graph: GraphConfig = field(default_factory=GraphConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
+    dense: DenseConfig = field(default_factory=DenseConfig)
 
     def validate(self) -> "BuildConfig":
         """Check the type of every field, then every range; returns the settings to build with (``self``,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sirerag.core.config.dense import DenseConfig
 from sirerag.core.config.typecheck import check_types
 from sirerag.core.errors import check
 
@@ -315,4 +316,5 @@ _SECTIONS: dict[str, type] = {
     "relatedness": RelatednessConfig,
     "graph": GraphConfig,
     "engine": EngineConfig,
+    "dense": DenseConfig,
 }

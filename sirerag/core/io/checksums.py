@@ -19,10 +19,13 @@ _CHUNK = 1 << 20
 #: blocks read for the sample checksum of an array file (64 x 4 KiB: cheap next to loading it)
 SAMPLE_BLOCKS = 64
 SAMPLE_BLOCK = 4096
+#: Files other than ``.npy`` arrays that get a sample checksum (loaded memory-mapped, never read whole).
+SAMPLED_SUFFIXES = (".usearch",)
 
 
 def file_record(path: str | Path) -> dict[str, Any]:
-    """Size, sha256 and (``.jsonl``) line count or (``.npy``) dtype and shape of one file."""
+    """Size, sha256 and (``.jsonl``) line count or (``.npy``) dtype and shape of one file; ``.npy`` and
+    :data:`SAMPLED_SUFFIXES` files also get a sample checksum."""
     path = Path(path)
     digest, size, lines = hashlib.sha256(), 0, 0
     with open(path, "rb") as fh:
@@ -36,6 +39,8 @@ def file_record(path: str | Path) -> dict[str, Any]:
     elif path.suffix == ".npy":
         dtype, shape = npy_header(path)
         record.update(dtype=dtype, shape=list(shape), sample_sha256=sample_digest(path))
+    elif path.suffix in SAMPLED_SUFFIXES:
+        record["sample_sha256"] = sample_digest(path)
     return record
 
 
