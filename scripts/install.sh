@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-dev_extras="local,openai,ppr,finetune,export,plot,ann,ray,llamaindex,langchain,test"
+dev_extras="local,openai,ppr,finetune,export,plot,ann,ray,llamaindex,langchain,serve,mcp,test"
 dev=0
 pinned=1
 for arg in "$@"; do
