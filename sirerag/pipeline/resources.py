@@ -1,15 +1,17 @@
 """Peak memory of a build, overall and by stage, for the manifest's ``resources`` record.
 
-The peak of each stage needs the kernel's high-water mark reset when the stage starts
-(``/proc/self/clear_refs``, Linux), which resets ``resource.getrusage``'s peak too, so the build's peak is
-the largest of the stages' and ``getrusage``'s; where the mark cannot be reset the stages' peaks are left out
-and ``getrusage`` alone gives it. ``workers_peak_rss_mib`` is the largest finished child process (the
-clustering workers).
+The build's peak is ``resource.getrusage``'s (this process, and the largest of its finished children: the
+clustering workers). A stage's peak is the largest resident size seen while it ran: read from
+``/proc/self/status`` at its start and end and every :data:`INTERVAL` seconds by a sampling thread (the
+kernel's own high-water mark is left alone, so ``/usr/bin/time`` still reports the whole run's peak). A
+spike shorter than the interval can be missed; where ``/proc`` is missing (not Linux) the stages' peaks
+are left out.
 """
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ from sirerag.pipeline.plan import StageHook
 logger = logging.getLogger(__name__)
 
 _STATUS = Path("/proc/self/status")
-_CLEAR_REFS = Path("/proc/self/clear_refs")
+#: Seconds between two readings of the resident size while a stage runs.
+INTERVAL = 0.05
 
 
 def peak_rss_mib(children: bool = False) -> float | None:
@@ -32,23 +35,15 @@ def peak_rss_mib(children: bool = False) -> float | None:
     return round(usage / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)  # bytes on macOS, else KiB
 
 
-def _high_water_mib() -> float | None:
-    """``VmHWM`` of /proc/self/status in MiB, None when unreadable."""
+def rss_mib() -> float | None:
+    """The resident size of this process now (``VmRSS``) in MiB; None when ``/proc`` does not tell it."""
     try:
         for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith("VmRSS:"):
                 return round(int(line.split()[1]) / 1024, 1)
     except (OSError, ValueError, IndexError):
         return None
     return None
-
-
-def _reset_high_water() -> bool:
-    try:
-        _CLEAR_REFS.write_text("5")  # 5: reset the peak resident set size (proc(5))
-    except OSError:
-        return False
-    return True
 
 
 def release_freed_memory() -> None:
@@ -66,33 +61,56 @@ def release_freed_memory() -> None:
 
 
 class MemoryMeter:
-    """Records the peak RSS of every stage; :meth:`hook` wraps the caller's ``on_stage``. At the end of
-    each stage the freed heap is handed back (:func:`release_freed_memory`)."""
+    """Records the peak resident size of every stage; :meth:`hook` wraps the caller's ``on_stage``. At the end
+    of each stage the freed heap is handed back (:func:`release_freed_memory`)."""
 
-    def __init__(self) -> None:
-        self.stages: dict[str, float] | None = {}
+    def __init__(self, interval: float = INTERVAL) -> None:
+        self.interval = interval
+        self.stages: dict[str, float] | None = {} if rss_mib() is not None else None
+        self._lock = threading.Lock()
+        self._current: str | None = None
+        self._stop = threading.Event()
+
+    def sample(self) -> None:
+        """Read the resident size now and count it for the running stage."""
+        now = rss_mib()
+        with self._lock:
+            if self.stages is not None and self._current is not None and now is not None:
+                self.stages[self._current] = max(self.stages.get(self._current, 0.0), now)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
 
     def hook(self, inner: StageHook | None) -> StageHook:
         def on_stage(stage: str, event: str, seconds: float) -> None:
+            if self.stages is not None and event == "start":
+                with self._lock:
+                    self._current = stage
+                self.sample()
+                self._stop = threading.Event()
+                threading.Thread(target=self._run, name=f"memory of {stage}", daemon=True).start()
+            elif self.stages is not None and event == "end":
+                self._stop.set()
+                self.sample()
+                with self._lock:
+                    self._current = None
             if event == "end":
                 release_freed_memory()
-            if self.stages is not None:
-                peak = _high_water_mib() if event == "end" else None
-                if event == "start" and not _reset_high_water() or event == "end" and peak is None:
-                    self.stages = None  # this system does not tell a stage's peak
-                elif peak is not None:
-                    self.stages[stage] = peak
             if inner is not None:
                 inner(stage, event, seconds)
 
         return on_stage
 
+    def close(self) -> None:
+        """Stop sampling (a stage that raised never reports its end)."""
+        self._stop.set()
+        with self._lock:
+            self._current = None
+
     def record(self) -> dict[str, Any]:
         """The manifest's ``resources``: overall peaks and (where measured) the stages'."""
-        # resetting the high-water mark resets getrusage's peak too: the overall peak is the largest seen
-        peaks = [p for p in (peak_rss_mib(), *(self.stages or {}).values()) if p is not None]
-        out: dict[str, Any] = {"peak_rss_mib": max(peaks) if peaks else None,
-                               "workers_peak_rss_mib": peak_rss_mib(children=True)}
+        out: dict[str, Any] = {"peak_rss_mib": peak_rss_mib(), "workers_peak_rss_mib": peak_rss_mib(children=True)}
         if self.stages:
             out["stage_peak_rss_mib"] = dict(self.stages)
         return {k: v for k, v in out.items() if v is not None}

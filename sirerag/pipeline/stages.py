@@ -180,6 +180,9 @@ class BuildRunner(IndexWriter):
 
         trees = [self.trees.get("similarity") or leaves_from_chunks(self.chunks, self.leaf_embeddings)]
         self.write_pool(flatten(trees + [self.trees[t] for t in ("relatedness",) if t in self.trees]))
+        # the pool holds every node and row now: the trees' own copies are not kept for the later stages
+        self.trees.clear()
+        self.leaf_embeddings = None
 
     def models_record(self) -> dict[str, Any]:
         """The manifest's record of the models used: embedder, summariser ("none" when no stage

@@ -23,7 +23,8 @@ from sirerag.core.io.manifest.records import (
 
 __all__ = [
     "FORMAT_MARKER", "FORMAT_VERSION", "HEADER", "MANIFEST", "SAMPLE_BLOCK", "SAMPLE_BLOCKS", "SECTIONS", "UNLISTED",
-    "Component", "Corpus", "Drift", "EmbedderRecord", "FileRecord", "Manifest", "Resources", "check_files", "check_sample",
+    "Component", "Corpus", "Drift", "EmbedderRecord", "FileRecord", "Manifest", "Resources", "check_files",
+    "check_sample",
     "commit_id", "file_record", "listed_names", "file_records", "npy_header", "parse_manifest", "read_manifest", "refresh_files",
     "rewrite_manifest", "sample_digest", "sha256_matches", "write_manifest",
 ]

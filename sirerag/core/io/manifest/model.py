@@ -91,7 +91,8 @@ class Manifest:
                   "components": {name: c.to_dict() for name, c in self.components.items()},
                   "embedder": self.embedder and self.embedder.to_dict(), "summarizer": self.summarizer,
                   "llm": self.llm, "extractor": self.extractor, "counts": self.counts, "timings": self.timings,
-                  "resources": self.resources and self.resources.to_dict(), "history": self.history, "drift": self.drift and self.drift.to_dict(), "staleness": self.staleness}
+                  "resources": self.resources and self.resources.to_dict(), "history": self.history,
+                  "drift": self.drift and self.drift.to_dict(), "staleness": self.staleness}
         out: dict[str, Any] = {"format": self.format} if self.format is not None else {}
         out.update(format_version=self.format_version)
         if self.sirerag_version is not None:

@@ -196,8 +196,8 @@ class Corpus:
 class Resources:
     """The memory a build (or the last update) used, in MiB: ``peak_rss_mib`` of the building process,
     ``workers_peak_rss_mib`` of its largest finished worker process (clustering), and
-    ``stage_peak_rss_mib``, the building process's peak during each stage (where the system can reset the
-    peak: Linux)."""
+    ``stage_peak_rss_mib``, the largest resident size of the building process seen during each stage
+    (sampled; where ``/proc`` tells it: Linux)."""
 
     peak_rss_mib: float | None = None
     workers_peak_rss_mib: float | None = None
