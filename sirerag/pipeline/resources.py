@@ -1,7 +1,8 @@
 """Peak memory of a build, overall and by stage, for the manifest's ``resources`` record.
 
 The build's peak is ``resource.getrusage``'s (this process, and the largest of its finished children: the
-clustering workers). A stage's peak is the largest resident size seen while it ran: read from
+clustering workers), or the largest stage's peak where that is higher. A stage's peak is the largest resident
+size seen while it ran: read from
 ``/proc/self/status`` at its start and end and every :data:`INTERVAL` seconds by a sampling thread (the
 kernel's own high-water mark is left alone, so ``/usr/bin/time`` still reports the whole run's peak). A
 spike shorter than the interval can be missed; where ``/proc`` is missing (not Linux) the stages' peaks
@@ -110,7 +111,11 @@ class MemoryMeter:
 
     def record(self) -> dict[str, Any]:
         """The manifest's ``resources``: overall peaks and (where measured) the stages'."""
-        out: dict[str, Any] = {"peak_rss_mib": peak_rss_mib(), "workers_peak_rss_mib": peak_rss_mib(children=True)}
+        # the kernel updates its high-water mark lazily (memory handed back by madvise, as malloc_trim does, can
+        # leave it behind a sampled peak): the build's peak is the larger of the two
+        peaks = [p for p in (peak_rss_mib(), *(self.stages or {}).values()) if p is not None]
+        out: dict[str, Any] = {"peak_rss_mib": max(peaks) if peaks else None,
+                               "workers_peak_rss_mib": peak_rss_mib(children=True)}
         if self.stages:
             out["stage_peak_rss_mib"] = dict(self.stages)
         return {k: v for k, v in out.items() if v is not None}
