@@ -23,7 +23,7 @@ def test_the_meter_records_each_stage_peak_and_calls_the_inner_hook() -> None:
     del block
     assert seen == [("small", "start"), ("small", "end"), ("large", "start"), ("large", "end")]
     record = meter.record()
-    assert record["peak_rss_mib"] > 0 and record["workers_peak_rss_mib"] >= 0
+    assert record["peak_rss_mib"] > 0
     if LINUX:
         stages = record["stage_peak_rss_mib"]
         assert list(stages) == ["small", "large"]

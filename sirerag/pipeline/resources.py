@@ -1,7 +1,8 @@
 """Peak memory of a build, overall and by stage, for the manifest's ``resources`` record.
 
-The build's peak is ``resource.getrusage``'s (this process, and the largest of its finished children: the
-clustering workers), or the largest stage's peak where that is higher. A stage's peak is the largest resident
+The build's peak is ``resource.getrusage``'s for this process, or the largest stage's peak where that is
+higher. (The clustering workers are not counted: ``getrusage`` of the children reports at least the parent's
+size when they were forked, so it would not tell theirs.) A stage's peak is the largest resident
 size seen while it ran: read from
 ``/proc/self/status`` at its start and end and every :data:`INTERVAL` seconds by a sampling thread (the
 kernel's own high-water mark is left alone, so ``/usr/bin/time`` still reports the whole run's peak). A
@@ -25,14 +26,13 @@ _STATUS = Path("/proc/self/status")
 INTERVAL = 0.05
 
 
-def peak_rss_mib(children: bool = False) -> float | None:
-    """The peak resident memory of this process (or of its largest finished child) in MiB; None where
-    ``resource`` is missing (Windows)."""
+def peak_rss_mib() -> float | None:
+    """The peak resident memory of this process in MiB; None where ``resource`` is missing (Windows)."""
     try:
         import resource
     except ImportError:  # pragma: no cover - Windows
         return None
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(usage / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)  # bytes on macOS, else KiB
 
 
@@ -114,8 +114,7 @@ class MemoryMeter:
         # the kernel updates its high-water mark lazily (memory handed back by madvise, as malloc_trim does, can
         # leave it behind a sampled peak): the build's peak is the larger of the two
         peaks = [p for p in (peak_rss_mib(), *(self.stages or {}).values()) if p is not None]
-        out: dict[str, Any] = {"peak_rss_mib": max(peaks) if peaks else None,
-                               "workers_peak_rss_mib": peak_rss_mib(children=True)}
+        out: dict[str, Any] = {"peak_rss_mib": max(peaks) if peaks else None}
         if self.stages:
             out["stage_peak_rss_mib"] = dict(self.stages)
         return {k: v for k, v in out.items() if v is not None}

@@ -194,13 +194,11 @@ class Corpus:
 
 @dataclass
 class Resources:
-    """The memory a build (or the last update) used, in MiB: ``peak_rss_mib`` of the building process,
-    ``workers_peak_rss_mib`` of its largest finished worker process (clustering), and
+    """The memory a build (or the last update) used, in MiB: ``peak_rss_mib`` of the building process and
     ``stage_peak_rss_mib``, the largest resident size of the building process seen during each stage
     (sampled; where ``/proc`` tells it: Linux)."""
 
     peak_rss_mib: float | None = None
-    workers_peak_rss_mib: float | None = None
     stage_peak_rss_mib: dict[str, float] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -210,9 +208,8 @@ class Resources:
         stages = take(data, "stage_peak_rss_mib", "dict", where)
         if stages is not None and not all(_is_number(v) for v in stages.values()):
             raise bad_field(f"{where}.stage_peak_rss_mib", "an object of numbers", stages)
-        return cls(peak_rss_mib=take(data, "peak_rss_mib", "number", where),
-                   workers_peak_rss_mib=take(data, "workers_peak_rss_mib", "number", where),
-                   stage_peak_rss_mib=stages, extra=_extra(data, cls))
+        return cls(peak_rss_mib=take(data, "peak_rss_mib", "number", where), stage_peak_rss_mib=stages,
+                   extra=_extra(data, cls))
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
