@@ -56,9 +56,9 @@ _stderr, _stop_at, _kill = kills.stderr, kills.stop_at, kills.kill
 
 
 def _untimed(value: object) -> object:
-    """``value`` without the measured times (``timings``, ``seconds``, ``cpu_seconds_*``, ...)."""
+    """``value`` without the measured times and memory (``timings``, ``seconds``, ``cpu_seconds_*``, ``resources``)."""
     if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if "seconds" not in k and k != "timings"}
+        return {k: _untimed(v) for k, v in value.items() if "seconds" not in k and k not in ("timings", "resources")}
     return [_untimed(v) for v in value] if isinstance(value, list) else value
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io.guard import check_index_out
-from sirerag.core.io.manifest import Component, Drift, EmbedderRecord, FileRecord, Manifest, read_manifest
+from sirerag.core.io.manifest import (Component, Drift, EmbedderRecord, FileRecord, Manifest, Resources,
+                                      read_manifest)
 from sirerag.pool.store import load_index
 
 PACKAGE = Path(__file__).resolve().parents[1] / "sirerag"
@@ -22,6 +23,8 @@ OWNER = PACKAGE / "core" / "io" / "manifest"
 #: The top-level keys a build wrote before the manifest was typed (sirerag 0.1.0, format 2), in order.
 BUILD_KEYS = ["format", "format_version", "sirerag_version", "config", "corpus", "components", "embedder",
               "summarizer", "llm", "extractor", "counts", "timings", "files"]
+#: What a build writes now: the same, with the build's peak memory after its times.
+WRITTEN_KEYS = BUILD_KEYS[:-1] + ["resources", "files"]
 #: Calls that return a manifest.
 MAKERS = {"read_manifest", "parse_manifest", "write_manifest", "refresh_files", "register_component"}
 #: Methods of a dict that read or change it.
@@ -115,7 +118,7 @@ def _round_trip(text: str) -> None:
 def test_a_built_index_manifest_round_trips_key_for_key(built):
     _, text = built
     _round_trip(text)
-    assert list(json.loads(text)) == BUILD_KEYS  # what older versions wrote and read
+    assert list(json.loads(text)) == WRITTEN_KEYS  # what older versions wrote and read, and the peak memory
     manifest = Manifest.from_dict(json.loads(text))
     assert manifest.trees == ("similarity", "relatedness") and manifest.build_config().graph.enabled
     assert isinstance(manifest.embedder, EmbedderRecord) and manifest.embedder.dim == 384
@@ -126,6 +129,10 @@ def test_a_built_index_manifest_round_trips_key_for_key(built):
     assert isinstance(embeddings, FileRecord) and embeddings.dtype == "float32" and embeddings.shape[1] == 384
     assert manifest.files["entries.jsonl"].rows == embeddings.shape[0]
     assert manifest.drift is None and manifest.history == [] and manifest.extra == {}
+    assert isinstance(manifest.resources, Resources) and manifest.resources.peak_rss_mib > 50
+    stages = manifest.resources.stage_peak_rss_mib or {}
+    assert set(stages) in (set(), set(manifest.timings))  # every stage's peak, where the system tells it
+    assert all(0 < peak <= manifest.resources.peak_rss_mib for peak in stages.values())
 
 
 def test_an_updated_index_manifest_round_trips_and_keeps_the_build_keys(built):
@@ -133,7 +140,7 @@ def test_an_updated_index_manifest_round_trips_and_keeps_the_build_keys(built):
     text = (index / "manifest.json").read_text(encoding="utf-8")
     _round_trip(text)
     keys = list(json.loads(text))
-    assert keys == BUILD_KEYS[:-1] + ["history", "drift", "staleness", "files"]
+    assert keys == WRITTEN_KEYS[:-1] + ["history", "drift", "staleness", "files"]
     manifest = load_index(index).manifest
     assert [h["command"] for h in manifest.history] == ["add"] and manifest.documents == 3
     assert isinstance(manifest.drift, Drift) and manifest.drift.leaves_added == 1
@@ -158,6 +165,8 @@ def test_unknown_fields_are_kept_as_they_were(tmp_path):
     (lambda m: m["components"].update(graph=["graph"]), r"manifest field 'components\.graph' must be an object"),
     (lambda m: m.update(summarizer=3), r"manifest field 'summarizer' must be a string, got 3"),
     (lambda m: m.update(format_version="2"), r"manifest field 'format_version' must be an integer"),
+    (lambda m: m["resources"].update(peak_rss_mib="1 GiB"),
+     r"manifest field 'resources\.peak_rss_mib' must be a number, got '1 GiB'"),
 ])
 def test_a_bad_field_stops_the_load_with_one_line_naming_it(built, tmp_path, change, message):
     import shutil

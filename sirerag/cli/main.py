@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import sirerag
 import sirerag.cli
-from sirerag.cli.numba_cache import configure_numba_cache
+from sirerag.cli.numba_cache import configure_numba_cache, configure_onednn_cache
 from sirerag.core.errors import SireragError
 
 ORDER = ["build", "add", "remove", "index", "search", "ask", "eval", "compare", "data", "stats", "inspect", "verify", "export", "cache", "finetune"]
@@ -124,6 +124,7 @@ def main(argv: Sequence[str] | None = None, *, commands: Mapping[str, Register] 
         parser.print_help()
         return 2
     configure_numba_cache()  # before anything imports numba: UMAP's compiled code is reused across runs
+    configure_onednn_cache()  # before anything imports torch: bounds what torch's CPU kernels keep
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # the reader of our output went away (``sirerag stats --json | head``)

@@ -6,7 +6,7 @@ alone saves little. The CLI therefore (1) points numba at a folder under the use
 cache directory before numba is imported, and (2) before a build clusters anything,
 switches on numba's own file cache for the jitted functions of ``umap`` and
 ``pynndescent`` that were left without one. Both are process setup: library code
-never does either.
+never does either. The same goes for oneDNN's primitive cache (:func:`configure_onednn_cache`).
 """
 from __future__ import annotations
 
@@ -60,3 +60,17 @@ def cache_umap_functions() -> int:
     from sirerag.clustering.processes import file_cache_functions
 
     return file_cache_functions()
+
+
+#: The environment variable oneDNN (torch's CPU kernels) reads for how many primitives a process keeps.
+ONEDNN_CACHE_ENV = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+#: Primitives kept (oneDNN's default is 1,024). A bfloat16 primitive holds its own reordered weights and
+#: every batch length is a new input shape, so a build's embedding stages kept hundreds of MB of them
+#: (docs/scale.md); a primitive made again computes the same vectors.
+ONEDNN_CACHE_CAPACITY = 4
+
+
+def configure_onednn_cache() -> None:
+    """Keep at most :data:`ONEDNN_CACHE_CAPACITY` oneDNN primitives unless ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``
+    is set; effective only before torch is imported (the CLI calls it first)."""
+    os.environ.setdefault(ONEDNN_CACHE_ENV, str(ONEDNN_CACHE_CAPACITY))

@@ -63,6 +63,7 @@ class ClusterStats:
     cpu_seconds_gmm: float = 0.0
     reclustered: int = 0
     forced_splits: int = 0
+    sampled_steps: int = 0
     searches: list[tuple[int, int, int]] = field(default_factory=list)
     reduced: list[np.ndarray] = field(default_factory=list, repr=False)
     bics: list[dict[int, float]] = field(default_factory=list, repr=False)
@@ -70,7 +71,7 @@ class ClusterStats:
     def merge(self, other: "ClusterStats") -> None:
         """Add the counters of ``other`` (a worker process's) to these; seconds add up over processes."""
         for name in ("umap_fits", "gmm_fits", "seconds_umap", "seconds_gmm", "cpu_seconds_umap", "cpu_seconds_gmm",
-                     "reclustered", "forced_splits"):
+                     "reclustered", "forced_splits", "sampled_steps"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.searches.extend(other.searches)
         self.reduced.extend(other.reduced)
@@ -87,6 +88,7 @@ class ClusterStats:
             "cpu_seconds_gmm": round(self.cpu_seconds_gmm, 3),
             "reclustered": self.reclustered,
             "forced_splits": self.forced_splits,
+            "sampled_steps": self.sampled_steps,
             "bic_searches": len(self.searches),
         }
 

@@ -16,6 +16,7 @@ import numpy as np
 from sirerag.clustering.gmm import ClusterStats, soft_cluster
 from sirerag.clustering.processes import ClusterProcesses, active_pool
 from sirerag.clustering.reduce import umap_reduce
+from sirerag.clustering.sample import sample_and_assign
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import check
 
@@ -45,6 +46,9 @@ def cluster(
        ``config.max_cluster_tokens`` is clustered again from step 1. If that returns
        the cluster unchanged (or it has too few rows to reduce), it is cut into
        consecutive runs of rows that fit the limit, and a message is logged.
+
+    A step over more than ``config.sample_above`` rows (and ``config.sample_size``) fits UMAP and the
+    mixture on a seeded sample and assigns every row (:mod:`sirerag.clustering.sample`).
 
     Inside a :func:`~sirerag.clustering.processes.clustering_processes` block, the local steps of 2. and the
     re-clustering of 3. run in worker processes for inputs of at least
@@ -103,8 +107,7 @@ class _Run:
         """Global then local clustering of ``rows`` (sorted); returns sorted row subsets."""
         if not self._reducible(rows):
             return [rows]
-        reduced = self._reduce(rows, n_neighbors=int(math.sqrt(len(rows) - 1)))
-        groups = [rows[members] for members in self._soft_clusters(reduced)]
+        groups = [rows[members] for members in self._step(rows, global_step=True)]
         reducible = [self._reducible(g) for g in groups]
         pool = self._pool()
         pending = [pool.submit(_local_step, self.matrix[g], self.config, self.random_state)
@@ -118,8 +121,7 @@ class _Run:
             elif not can_reduce:
                 out.append(global_rows)
             else:
-                local = self._reduce(global_rows, n_neighbors=min(LOCAL_NEIGHBORS, len(global_rows) - 1))
-                out.extend(global_rows[m] for m in self._soft_clusters(local))
+                out.extend(global_rows[m] for m in self._step(global_rows, global_step=False))
         return out
 
     def bound_tokens(self, clusters: list[np.ndarray]) -> list[np.ndarray]:
@@ -173,6 +175,17 @@ class _Run:
         limit = self.config.reduction_dim + 1
         return len(rows) > limit and len(np.unique(self.matrix[rows], axis=0)) > limit
 
+    def _step(self, rows: np.ndarray, *, global_step: bool) -> list[np.ndarray]:
+        """One global (UMAP ``n_neighbors = sqrt(n - 1)``) or local (``LOCAL_NEIGHBORS``) step over ``rows``:
+        clusters as positions into ``rows``; on a sample when ``rows`` is over the sampling size
+        (:mod:`sirerag.clustering.sample`)."""
+        if len(rows) > max(self.config.sample_above, self.config.sample_size):
+            return sample_and_assign(self.matrix[rows], global_step=global_step, config=self.config,
+                                     random_state=self.random_state, stats=self.stats,
+                                     local_neighbors=LOCAL_NEIGHBORS)
+        n_neighbors = int(math.sqrt(len(rows) - 1)) if global_step else min(LOCAL_NEIGHBORS, len(rows) - 1)
+        return self._soft_clusters(self._reduce(rows, n_neighbors=n_neighbors))
+
     def _reduce(self, rows: np.ndarray, *, n_neighbors: int) -> np.ndarray:
         start, cpu = time.perf_counter(), time.process_time()
         reduced = umap_reduce(self.matrix[rows], n_neighbors=n_neighbors, dim=self.config.reduction_dim,
@@ -191,9 +204,7 @@ def _local_step(matrix: np.ndarray, config: ClusteringConfig, random_state: int)
                                                                                   ClusterStats]:
     """In a worker: the local step of one global cluster (its rows' vectors, in order)."""
     run = _Run(matrix, np.zeros(len(matrix), dtype=np.int64), config, random_state, ClusterStats())
-    rows = np.arange(len(matrix))
-    reduced = run._reduce(rows, n_neighbors=min(LOCAL_NEIGHBORS, len(rows) - 1))
-    return run._soft_clusters(reduced), run.stats
+    return run._step(np.arange(len(matrix)), global_step=False), run.stats
 
 
 def _bound_step(matrix: np.ndarray, tokens: np.ndarray, config: ClusteringConfig,

@@ -17,8 +17,10 @@ import numpy as np
 UMAP_EXACT_LIMIT = 4096
 #: Largest input for which exact neighbours are computed here (O(n^2 d) work).
 EXACT_KNN_MAX = 20_000
-#: Entries of one block of the similarity matrix (float32: 128 MiB).
-_BLOCK_ENTRIES = 1 << 25
+#: Entries of one block of the similarity matrix (float32: 16 MiB; with the block's partition indices about
+#: 64 MiB at once, whatever ``n``). Each row's neighbours are computed alone, so the block size does not
+#: change them.
+_BLOCK_ENTRIES = 1 << 22
 
 
 def exact_cosine_knn(points: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

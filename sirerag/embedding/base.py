@@ -59,3 +59,10 @@ def l2_normalize(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return matrix / norms
+
+
+def normalize_in_place(matrix: np.ndarray) -> np.ndarray:
+    """:func:`l2_normalize` of a float32 matrix, written over it (the same values, no copy); returns it."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.divide(matrix, norms, out=matrix)

@@ -15,12 +15,12 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from sirerag.core.io.sqlite import cache_errors
-from sirerag.embedding.base import Embedder, l2_normalize
+from sirerag.embedding.base import Embedder, normalize_in_place
 from sirerag.engine import Engine, LocalEngine, Worker, WorkerFactory, runs_here
 from sirerag.core.errors import SireragError
 
@@ -65,7 +65,20 @@ class EmbeddingCache:
 
     def get(self, spec: str, side: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors found for ``keys`` (text sha256s); missing keys are absent."""
-        found: dict[str, np.ndarray] = {}
+        return dict(self._stored(spec, side, keys))
+
+    def fill(self, spec: str, side: str, position: Mapping[str, int], rows: np.ndarray) -> set[str]:
+        """Write the stored vector of every key of ``position`` that the cache holds into
+        ``rows[position[key]]``; returns the keys found (a row of another width counts as missing)."""
+        found: set[str] = set()
+        for key, vector in self._stored(spec, side, list(position), width=rows.shape[1]):
+            rows[position[key]] = vector
+            found.add(key)
+        return found
+
+    def _stored(self, spec: str, side: str, keys: Sequence[str],
+                width: int | None = None) -> Iterator[tuple[str, np.ndarray]]:
+        """``(key, vector)`` of the stored rows of ``keys`` (of ``width`` values, when given)."""
         with cache_errors(self.path), self._lock:
             for start in range(0, len(keys), _LOOKUP_BATCH):
                 batch = list(keys[start:start + _LOOKUP_BATCH])
@@ -74,15 +87,14 @@ class EmbeddingCache:
                     f"SELECT text_sha256, dim, vector FROM embeddings "
                     f"WHERE spec = ? AND side = ? AND text_sha256 IN ({marks})",
                     [spec, side, *batch],
-                )
+                ).fetchall()
                 for key, dim, blob in rows:
                     vector = np.frombuffer(blob, dtype=np.float32)
-                    if vector.shape != (dim,):
+                    if vector.shape != (dim,) or (width is not None and dim != width):
                         logger.warning("%s: corrupt cache row for %s (%d bytes); re-encoding",
                                        self.path, key, len(blob))
                         continue
-                    found[key] = vector
-        return found
+                    yield key, vector
 
     def put(self, spec: str, side: str, keys: Sequence[str], vectors: np.ndarray) -> None:
         """Store one vector per key and commit."""
@@ -164,28 +176,38 @@ class CachedEmbedder:
         return self._encode(texts, "document")
 
     def _encode(self, texts: Sequence[str], side: str) -> np.ndarray:
+        """One unit row per text. The rows are written into one matrix as the cache answers and the blocks
+        come back (no copy per row is kept), then normalised in place."""
         keys = [text_key(t) for t in texts]
-        unique: dict[str, str] = dict(zip(keys, texts))
-        found = self.cache.get(self.spec, side, list(unique))
-        missing = sorted((k for k in unique if k not in found), key=lambda k: len(unique[k]))
+        unique: dict[str, int] = {}
+        for key in keys:
+            unique.setdefault(key, len(unique))
+        rows = np.empty((len(unique), self.dim), dtype=np.float32)
+        found = self.cache.fill(self.spec, side, unique, rows)
+        missing = [k for k in unique if k not in found]
+        text_of = {k: t for k, t in zip(keys, texts)} if missing else {}
+        missing.sort(key=lambda k: len(text_of[k]))
         with self._stats_lock:
             self.stats.hits += len(unique) - len(missing)
             self.stats.misses += len(missing)
         if missing:
             logger.debug("embedding cache: %d hit(s), %d to encode (%s, %s)",
                          len(unique) - len(missing), len(missing), self.spec, side)
-            found.update(self._encode_missing([(k, unique[k]) for k in missing], side))
+            self._encode_missing([(k, text_of[k]) for k in missing], side, unique, rows)
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return l2_normalize(np.vstack([found[k] for k in keys]))
+        out = rows if len(unique) == len(keys) else rows[[unique[k] for k in keys]]
+        return normalize_in_place(out)
 
-    def _encode_missing(self, items: list[tuple[str, str]], side: str) -> dict[str, np.ndarray]:
+    def _encode_missing(self, items: list[tuple[str, str]], side: str, position: dict[str, int],
+                        rows: np.ndarray) -> None:
+        """Encode ``items`` (key, text) in blocks, store each block in the cache and write its vectors into
+        ``rows`` at ``position[key]``."""
         from tqdm.auto import tqdm
 
         blocks = [items[start:start + self.block_size] for start in range(0, len(items), self.block_size)]
         local = runs_here(self.engine) or self.remote is None
         factory = _InnerWorker(self.inner, side) if local else self.remote(side)  # type: ignore[misc]
-        out: dict[str, np.ndarray] = {}
         with tqdm(total=len(items), desc=f"embedding {side}s", unit="text",
                   disable=not self.show_progress) as bar:
             for index, encoded in self.engine.map_batches(factory, [[t for _, t in b] for b in blocks],
@@ -197,9 +219,8 @@ class CachedEmbedder:
                     raise SireragError(f"{self.spec} returned vectors of shape {vectors.shape} for {len(block)} "
                                        f"texts; expected ({len(block)}, {self.dim})")
                 self.cache.put(self.spec, side, keys, vectors)
-                out.update(zip(keys, vectors))
+                rows[[position[k] for k in keys]] = vectors
                 bar.update(len(block))
-        return out
 
 
 def encode_vectors(vectors: Any) -> list[str]:

@@ -101,7 +101,10 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
     report = BuildReport(out=out)
     with Models(config, cache, engine=engine, show_progress=show_progress) as models:
         runner = BuildRunner(corpus, out, config, models, show_progress=show_progress)
-        BuildPlan.from_config(config).walk(runner, timings=report.timings, on_stage=on_stage)
+        try:
+            BuildPlan.from_config(config).walk(runner, timings=report.timings, on_stage=runner.meter.hook(on_stage))
+        finally:
+            runner.meter.close()
         report.counts.update(runner.counts)
         report.components.update(runner.models_record())
         runner.write_manifest(config=config.to_dict(), corpus={"documents": len(runner.documents)},

@@ -21,6 +21,7 @@ from sirerag.core.io.manifest import Manifest
 from sirerag.pool.bm25 import save_bm25
 from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import Stage
+from sirerag.pipeline.resources import MemoryMeter
 from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS, save_pool, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document, Pool, Proposition
@@ -43,6 +44,7 @@ class IndexWriter:
         self.retrieval_pool: Pool | None = None
         self.components: dict[str, Any] = {}
         self.counts: dict[str, Any] = {}
+        self.meter = MemoryMeter()  # the run's peak memory, by stage (its hook wraps the walk's on_stage)
 
     def write_pool(self, pool: Pool) -> None:
         """Write the pool's entries and embeddings; record its component and counts."""
@@ -112,9 +114,9 @@ class IndexWriter:
 
     def write_manifest(self, manifest: Manifest | None = None, **content: Any) -> Manifest:
         """Close the models' caches, then write the manifest (the last file of a run): ``manifest`` (an
-        update's, read back) with the sections of ``content`` over it."""
+        update's, read back) with the sections of ``content`` and this run's ``resources`` over it."""
         self.models.close()
-        return write_manifest(self.out, manifest, **content)
+        return write_manifest(self.out, manifest, **content, resources=self.meter.record())
 
 
 class BuildRunner(IndexWriter):
@@ -190,6 +192,9 @@ class BuildRunner(IndexWriter):
 
         trees = [self.trees.get("similarity") or leaves_from_chunks(self.chunks, self.leaf_embeddings)]
         self.write_pool(flatten(trees + [self.trees[t] for t in ("relatedness",) if t in self.trees]))
+        # the pool holds every node and row now: the trees' own copies are not kept for the later stages
+        self.trees.clear()
+        self.leaf_embeddings = None
 
     def models_record(self) -> dict[str, Any]:
         """The manifest's record of the models used: embedder, summariser ("none" when no stage

@@ -155,7 +155,11 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
                 summarizer=summarizer) as models:
         runner = IncrementalRunner(old, add, remove, stage, config, models, settings, show_progress=show_progress,
                                    sync=sync)
-        BuildPlan.from_config(config).walk(runner, timings=timings, on_stage=on_stage)
+        try:
+            BuildPlan.from_config(config).walk(runner, timings=timings,
+                                               on_stage=runner.meter.hook(on_stage))
+        finally:
+            runner.meter.close()
         drift = runner.finish(command, settings)
     return UpdateReport(out=out, changed=True, counts=runner.update_counts, timings=timings, drift=drift)
 

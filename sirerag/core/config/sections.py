@@ -77,7 +77,10 @@ class ClusteringConfig:
     > ``threshold``; clusters whose text exceeds ``max_cluster_tokens`` are re-clustered.
     ``bic_search``: ``fast`` (coarse grid of k, then refine) or ``exhaustive`` (every k, as RAPTOR).
     ``processes``: worker processes that cluster the independent steps of a large level (0: one per core
-    this process may use; 1: all in this process); the clusters are the same for every value."""
+    this process may use; 1: all in this process); the clusters are the same for every value.
+    ``sample_above``: a step (global, local or re-clustering) over more rows than this fits UMAP and the
+    mixture on a seeded sample of ``sample_size`` rows and assigns every other row (UMAP ``transform``,
+    ``predict_proba``); 0 samples every step that has more than ``sample_size`` rows."""
 
     reduction_dim: int = 10
     threshold: float = 0.1
@@ -85,6 +88,8 @@ class ClusteringConfig:
     max_cluster_tokens: int = 3500
     bic_search: str = "fast"
     processes: int = 0
+    sample_above: int = 20_000
+    sample_size: int = 5_000
 
     def validate(self) -> None:
         check_types(self, "clustering")
@@ -97,6 +102,10 @@ class ClusteringConfig:
               "one of 'fast', 'exhaustive'")
         check(self.processes >= 0, "clustering.processes", self.processes,
               "an integer >= 0 (0: one per core, 1: no worker processes)")
+        check(self.sample_above >= 0, "clustering.sample_above", self.sample_above,
+              "an integer >= 0 (0: sample every step larger than clustering.sample_size)")
+        check(self.sample_size >= max(32, 2 * (self.reduction_dim + 2)), "clustering.sample_size", self.sample_size,
+              f"an integer >= {max(32, 2 * (self.reduction_dim + 2))} (32 and twice reduction_dim + 2)")
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from sirerag.core.config import BuildConfig
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io.checksums import MANIFEST
 from sirerag.core.io.manifest.records import (
-    FORMAT_MARKER, FORMAT_VERSION, HEADER, Component, Corpus, Drift, EmbedderRecord, FileRecord, bad_field, is_int,
-    as_object, take)
+    FORMAT_MARKER, FORMAT_VERSION, HEADER, Component, Corpus, Drift, EmbedderRecord, FileRecord, Resources, bad_field,
+    is_int, as_object, take)
 
 #: The sections of a manifest after its header, in the order a build and then an update write them.
 SECTIONS = ("config", "corpus", "components", "embedder", "summarizer", "llm", "extractor", "counts", "timings",
-            "history", "drift", "staleness")
+            "resources", "history", "drift", "staleness")
 
 
 @dataclass
@@ -24,8 +24,8 @@ class Manifest:
     """The manifest of an index: the header (``format``, ``format_version``, ``sirerag_version``), the
     build's settings (``config``: :meth:`sirerag.core.config.BuildConfig.to_dict`, typed by
     :meth:`build_config`), the models (``embedder``, ``summarizer``, ``llm``, ``extractor``), the
-    ``components``, the stages' ``counts`` and ``timings``, the updates (``history``, ``drift``,
-    ``staleness``: summary id -> member tokens changed since it was written) and the ``files``.
+    ``components``, the stages' ``counts``, ``timings`` and ``resources`` (peak memory), the updates
+    (``history``, ``drift``, ``staleness``: summary id -> member tokens changed since it was written) and the ``files``.
     ``extra`` keeps top-level fields this version does not know, as they were; ``keys`` the order of
     the fields read (so :meth:`to_dict` writes back the same keys in the same order)."""
 
@@ -41,6 +41,7 @@ class Manifest:
     extractor: str | None = None
     counts: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, Any] = field(default_factory=dict)
+    resources: Resources | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
     drift: Drift | None = None
     staleness: dict[str, int] | None = None
@@ -66,7 +67,8 @@ class Manifest:
                       format=take(data, "format", "str", ""), files=files, keys=tuple(data))
         if version != FORMAT_VERSION:  # another version: its header and files, the rest as it was
             return cls(**header, extra={k: v for k, v in data.items() if k not in HEADER})
-        corpus, embedder, drift = (take(data, key, "dict", "") for key in ("corpus", "embedder", "drift"))
+        corpus, embedder, drift, resources = (take(data, key, "dict", "")
+                                              for key in ("corpus", "embedder", "drift", "resources"))
         components = take(data, "components", "dict", "") or {}
         staleness = take(data, "staleness", "dict", "")
         if staleness is not None and not all(is_int(n) for n in staleness.values()):
@@ -77,7 +79,9 @@ class Manifest:
                    embedder=EmbedderRecord.from_dict(embedder) if embedder is not None else None,
                    summarizer=take(data, "summarizer", "str", ""), llm=take(data, "llm", "str", ""),
                    extractor=take(data, "extractor", "str", ""), counts=take(data, "counts", "dict", "") or {},
-                   timings=take(data, "timings", "dict", "") or {}, history=take(data, "history", "list", "") or [],
+                   timings=take(data, "timings", "dict", "") or {},
+                   resources=Resources.from_dict(resources) if resources is not None else None,
+                   history=take(data, "history", "list", "") or [],
                    drift=Drift.from_dict(drift) if drift is not None else None, staleness=staleness,
                    extra={k: v for k, v in data.items() if k not in HEADER and k not in SECTIONS})
 
@@ -87,7 +91,8 @@ class Manifest:
                   "components": {name: c.to_dict() for name, c in self.components.items()},
                   "embedder": self.embedder and self.embedder.to_dict(), "summarizer": self.summarizer,
                   "llm": self.llm, "extractor": self.extractor, "counts": self.counts, "timings": self.timings,
-                  "history": self.history, "drift": self.drift and self.drift.to_dict(), "staleness": self.staleness}
+                  "resources": self.resources and self.resources.to_dict(), "history": self.history,
+                  "drift": self.drift and self.drift.to_dict(), "staleness": self.staleness}
         out: dict[str, Any] = {"format": self.format} if self.format is not None else {}
         out.update(format_version=self.format_version)
         if self.sirerag_version is not None:

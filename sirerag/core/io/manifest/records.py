@@ -197,3 +197,26 @@ class Corpus:
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
+
+
+@dataclass
+class Resources:
+    """The memory a build (or the last update) used, in MiB: ``peak_rss_mib`` of the building process and
+    ``stage_peak_rss_mib``, the largest resident size of the building process seen during each stage
+    (sampled; where ``/proc`` tells it: Linux)."""
+
+    peak_rss_mib: float | None = None
+    stage_peak_rss_mib: dict[str, float] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "resources") -> "Resources":
+        data = as_object(data, where)
+        stages = take(data, "stage_peak_rss_mib", "dict", where)
+        if stages is not None and not all(_is_number(v) for v in stages.values()):
+            raise bad_field(f"{where}.stage_peak_rss_mib", "an object of numbers", stages)
+        return cls(peak_rss_mib=take(data, "peak_rss_mib", "number", where), stage_peak_rss_mib=stages,
+                   extra=_extra(data, cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)

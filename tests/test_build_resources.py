@@ -1,0 +1,57 @@
+"""The build's peak memory: each stage's, measured around the caller's stage hook."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from sirerag.pipeline.resources import MemoryMeter, peak_rss_mib, rss_mib
+
+LINUX = sys.platform.startswith("linux")
+
+
+def test_the_meter_records_each_stage_peak_and_calls_the_inner_hook() -> None:
+    seen: list[tuple[str, str]] = []
+    meter = MemoryMeter()
+    hook = meter.hook(lambda stage, event, seconds: seen.append((stage, event)))
+    hook("small", "start", 0.0)
+    hook("small", "end", 0.1)
+    hook("large", "start", 0.0)
+    block = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, touched, live when the stage ends
+    hook("large", "end", 0.1)
+    del block
+    assert seen == [("small", "start"), ("small", "end"), ("large", "start"), ("large", "end")]
+    record = meter.record()
+    assert record["peak_rss_mib"] > 0
+    if LINUX:
+        stages = record["stage_peak_rss_mib"]
+        assert list(stages) == ["small", "large"]
+        assert stages["large"] >= stages["small"] + 32  # the block was live during "large" only
+        assert record["peak_rss_mib"] >= stages["large"]  # the kernel's peak is left as it is
+
+
+def test_a_stage_that_raises_stops_the_sampling_when_the_meter_closes() -> None:
+    meter = MemoryMeter()
+    meter.hook(None)("extraction", "start", 0.0)
+    meter.close()  # what the build does when a stage raised (its end is never reported)
+    before = dict(meter.stages or {})
+    meter.sample()
+    assert (meter.stages or {}) == before
+
+
+def test_rss_and_peak_are_in_mib() -> None:
+    for value in (peak_rss_mib(), rss_mib()):
+        assert value is None or 10 < value < 1024 * 1024
+
+
+@pytest.mark.skipif(not LINUX, reason="the resident size is read from /proc")
+def test_without_proc_the_stages_are_left_out(monkeypatch) -> None:
+    import sirerag.pipeline.resources as resources
+
+    monkeypatch.setattr(resources, "_STATUS", resources.Path("/nonexistent/status"))
+    meter = MemoryMeter()
+    hook = meter.hook(None)
+    hook("load", "start", 0.0)
+    hook("load", "end", 0.1)
+    assert "stage_peak_rss_mib" not in meter.record() and meter.record()["peak_rss_mib"] > 0
