@@ -10,17 +10,15 @@ kept until :meth:`Index.close` (or the end of a ``with`` block); an add or remov
 from __future__ import annotations
 
 import logging
-import sys
 import threading
-from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from sirerag import api_checks
+from sirerag.api_checks import build_config, progress
 from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
 from sirerag.core.config import BuildConfig, LLMConfig, QueryConfig
-from sirerag.core.config.sections import _SECTIONS
-from sirerag.core.errors import ConfigError, check
+from sirerag.core.errors import check
 
 if TYPE_CHECKING:
     from sirerag.core.io.manifest import Manifest
@@ -28,56 +26,6 @@ if TYPE_CHECKING:
     from sirerag.pool.store import LoadedIndex
 
 logger = logging.getLogger(__name__)
-
-#: ``Index.build`` keywords that take one value of a section (``llm="openai:m"`` is ``llm={"spec": ...}``)
-SHORTHANDS: dict[str, tuple[str, str]] = {
-    "embedder": ("embedder", "spec"), "llm": ("llm", "spec"), "chunking": ("chunking", "mode"),
-    "graph": ("graph", "enabled"), "extractor": ("extraction", "extractor"), "engine": ("engine", "name"),
-    "follow_outside_links": ("corpus", "follow_outside_links"),
-}
-
-
-def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildConfig:
-    """``config`` (default :class:`BuildConfig`) with ``settings`` applied, validated.
-
-    ``settings``: ``trees`` (a tuple, a comma string or ``"none"``), ``seed``, any config section as a
-    mapping of its fields or as its dataclass (``tree={"levels": 2}``), and the shorthands of
-    :data:`SHORTHANDS` (``llm="hf:smollm2"``, ``chunking="passage"``, ``graph=True``,
-    ``follow_outside_links=True``...).
-
-    Raises:
-        ConfigError: an unknown setting, a value of the wrong type or out of range.
-    """
-    config = config if config is not None else BuildConfig()
-    check(isinstance(config, BuildConfig), "config", config, "a sirerag.core.config.BuildConfig")
-    overrides: dict[str, Any] = {}
-    for name, value in settings.items():
-        if name == "trees" and isinstance(value, str):
-            value = () if value.strip() == "none" else tuple(t.strip() for t in value.split(",") if t.strip())
-        elif name == "trees" and isinstance(value, list):
-            value = tuple(value)
-        if name in SHORTHANDS and not isinstance(value, Mapping) and not is_dataclass(value):
-            section, field = SHORTHANDS[name]
-            overrides.setdefault(section, {})[field] = value
-        elif name in _SECTIONS and is_dataclass(value):
-            overrides.setdefault(name, {}).update({f.name: getattr(value, f.name) for f in fields(value)})
-        elif name in _SECTIONS and isinstance(value, Mapping):
-            overrides.setdefault(name, {}).update(value)
-        elif name in ("trees", "seed"):
-            overrides[name] = value
-        else:
-            allowed = sorted({"trees", "seed", *_SECTIONS, *SHORTHANDS})
-            raise ConfigError(f"unknown build setting {name}={value!r}; allowed: {allowed}")
-    return config.with_overrides(**overrides).validate()
-
-
-def _progress(show_progress: bool | None) -> bool:
-    """``show_progress`` as given, or (None) whether stderr is a terminal, as tqdm decides."""
-    if show_progress is not None:
-        return bool(show_progress)
-    isatty = getattr(sys.stderr, "isatty", None)
-    return bool(isatty and isatty())
-
 
 class Index:
     """A sirerag index directory, ready to search. Use :meth:`build` or :meth:`load`, not the constructor.
@@ -120,7 +68,7 @@ class Index:
         resolved = build_config(config, **settings)
         api_checks.check_path(out, "out")
         corpus = api_checks.corpus_argument(corpus, warn_passage_bytes=resolved.chunking.warn_passage_bytes)
-        build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=_progress(show_progress))
+        build_index(corpus, out, resolved, cache_dir=cache_dir, show_progress=progress(show_progress))
         return cls.load(out)
 
     @classmethod
@@ -275,7 +223,7 @@ class Index:
 
         warn = self._loaded.manifest.build_config().chunking.warn_passage_bytes
         corpus = api_checks.corpus_argument(corpus, warn_passage_bytes=warn)
-        options["show_progress"] = _progress(options.get("show_progress"))
+        options["show_progress"] = progress(options.get("show_progress"))
         report = update_index(self.path, add=corpus, sync=sync, follow_outside_links=follow_outside_links,
                               **options)
         self._reload()
@@ -286,7 +234,7 @@ class Index:
         :class:`~sirerag.core.errors.InputError`."""
         from sirerag.pipeline.update import update_index
 
-        options["show_progress"] = _progress(options.get("show_progress"))
+        options["show_progress"] = progress(options.get("show_progress"))
         report = update_index(self.path, remove=api_checks.ids_argument(ids), **options)
         self._reload()
         return report

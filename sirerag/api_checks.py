@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from sirerag.core.config import QueryConfig
-from sirerag.core.errors import InputError
+from sirerag.core.config import BuildConfig, QueryConfig
+from sirerag.core.config.sections import _SECTIONS
+from sirerag.core.errors import ConfigError, InputError, check
 from sirerag.core.io.corpus import load_documents, strip_controls
 from sirerag.core.types import Document
 from sirerag.retrievers.base import check_query, type_name
@@ -98,3 +101,53 @@ def llm_argument(llm: Any) -> None:
     elif not (callable(getattr(llm, "complete", None)) and hasattr(llm, "spec")):
         raise TypeError("llm must be an LLM spec such as 'openai:MODEL@http://HOST:PORT/v1' or 'hf:smollm2', or a "
                         f"loaded LLM (sirerag.llm.factory.load_llm), got {type_name(llm)}")
+
+
+#: ``Index.build`` keywords that take one value of a section (``llm="openai:m"`` is ``llm={"spec": ...}``)
+SHORTHANDS: dict[str, tuple[str, str]] = {
+    "embedder": ("embedder", "spec"), "llm": ("llm", "spec"), "chunking": ("chunking", "mode"),
+    "graph": ("graph", "enabled"), "extractor": ("extraction", "extractor"), "engine": ("engine", "name"),
+    "follow_outside_links": ("corpus", "follow_outside_links"),
+}
+
+
+def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildConfig:
+    """``config`` (default :class:`BuildConfig`) with ``settings`` applied, validated.
+
+    ``settings``: ``trees`` (a tuple, a comma string or ``"none"``), ``seed``, any config section as a
+    mapping of its fields or as its dataclass (``tree={"levels": 2}``), and the shorthands of
+    :data:`SHORTHANDS` (``llm="hf:smollm2"``, ``chunking="passage"``, ``graph=True``,
+    ``follow_outside_links=True``...).
+
+    Raises:
+        ConfigError: an unknown setting, a value of the wrong type or out of range.
+    """
+    config = config if config is not None else BuildConfig()
+    check(isinstance(config, BuildConfig), "config", config, "a sirerag.core.config.BuildConfig")
+    overrides: dict[str, Any] = {}
+    for name, value in settings.items():
+        if name == "trees" and isinstance(value, str):
+            value = () if value.strip() == "none" else tuple(t.strip() for t in value.split(",") if t.strip())
+        elif name == "trees" and isinstance(value, list):
+            value = tuple(value)
+        if name in SHORTHANDS and not isinstance(value, Mapping) and not is_dataclass(value):
+            section, field = SHORTHANDS[name]
+            overrides.setdefault(section, {})[field] = value
+        elif name in _SECTIONS and is_dataclass(value):
+            overrides.setdefault(name, {}).update({f.name: getattr(value, f.name) for f in fields(value)})
+        elif name in _SECTIONS and isinstance(value, Mapping):
+            overrides.setdefault(name, {}).update(value)
+        elif name in ("trees", "seed"):
+            overrides[name] = value
+        else:
+            allowed = sorted({"trees", "seed", *_SECTIONS, *SHORTHANDS})
+            raise ConfigError(f"unknown build setting {name}={value!r}; allowed: {allowed}")
+    return config.with_overrides(**overrides).validate()
+
+
+def progress(show_progress: bool | None) -> bool:
+    """``show_progress`` as given, or (None) whether stderr is a terminal, as tqdm decides."""
+    if show_progress is not None:
+        return bool(show_progress)
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())

@@ -153,3 +153,26 @@ def test_ask_with_a_typo_in_a_url_calls_no_other_host(guarded, index_dir):
     assert hosts == []
     for spec, (code, lines) in zip(TYPOS, results):
         assert code == 1 and one_line(lines).startswith("sirerag ask: error: --llm openai:"), (spec, lines)
+
+
+def test_a_folder_build_and_search_read_no_file_outside_the_folder_and_call_no_other_host(guarded, tmp_path):
+    """The second hole of the same pass: symbolic links in a folder corpus led to any file on the machine."""
+    secret = tmp_path / "outside" / "secret.cfg"
+    secret.parent.mkdir()
+    secret.write_text("api_key = sk-live-SECRETVALUE0123\n", encoding="utf-8")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text("# Guide\nThe Harwick Bridge was designed by Margaret Lowe.\n", encoding="utf-8")
+    (docs / "notes.txt").symlink_to(secret)
+    (docs / ".env").write_text("TOKEN=sk-live-HIDDENVALUE0123\n", encoding="utf-8")
+    out = tmp_path / "idx"
+    results, hosts = run_sirerag(guarded, [["build", str(docs), "--out", str(out), "--chunking", "passage",
+                                            "--trees", "none"],
+                                           ["search", str(out), "api_key", "--json"]])
+    assert hosts == []
+    (build_code, build_err), (search_code, _) = results
+    assert build_code == 0 and search_code == 0
+    assert any("skipped 1 symbolic link(s) whose real path lies outside the folder: notes.txt" in line
+               for line in build_err), build_err
+    held = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file() and "cache" not in p.parts)
+    assert b"SECRETVALUE" not in held and b"HIDDENVALUE" not in held
