@@ -83,7 +83,8 @@ DRIVER = textwrap.dedent('''
         with contextlib.redirect_stderr(err):
             code = main(argv)
         out.append([code, err.getvalue()])
-    print(json.dumps(out))
+    print()
+    print(json.dumps(out))  # the last line: after what the commands printed
 ''')
 TYPOS = ["openai:x@localhost:18451/v1", "openai:x@127.0.0.1:18451", "openai:x@ftp://127.0.0.1/v1",
          "openai:localhost:18451/v1"]
@@ -118,7 +119,7 @@ def run_sirerag(guarded, argvs: list[list[str]]) -> tuple[list[tuple[int, list[s
     """Each command line's exit status and stderr lines, and every host the commands tried."""
     proc, hosts = guarded("-c", DRIVER, json.dumps(argvs))
     assert proc.returncode == 0, proc.stderr
-    return [(code, err.strip().splitlines()) for code, err in json.loads(proc.stdout)], hosts
+    return [(code, err.strip().splitlines()) for code, err in json.loads(proc.stdout.splitlines()[-1])], hosts
 
 
 def one_line(lines: list[str]) -> str:
