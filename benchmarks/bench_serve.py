@@ -25,11 +25,10 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness import Report, add_json_argument, percentiles, run_command
+from benchmarks.harness import Mark, Report, add_json_argument, percentiles, run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,30 +78,36 @@ def start_server(index_dir: Path, workers: int, log: Path) -> tuple[subprocess.P
     return proc, found.group(1)
 
 
+
+def _now() -> float:
+    """The harness's wall clock (seconds)."""
+    return Mark.now().wall
+
+
 async def load(url: str, queries: list[str], args: argparse.Namespace, add_cmd: list[str]) -> dict[str, Any]:
     import httpx
 
     answers: list[tuple[float, float, int, str | None, list[tuple[str, str]]]] = []  # start, seconds, status...
     errors: list[str] = []
     add_info: dict[str, Any] = {}
-    start = time.perf_counter()
+    start = _now()
     stop = [start + args.duration, False]  # the end of the load; True once the add has finished
 
     def running() -> bool:  # the duration, and at least --after seconds past the add's end
-        return time.perf_counter() < stop[0] or not stop[1]
+        return _now() < stop[0] or not stop[1]
 
     async def client(n: int, http: httpx.AsyncClient) -> None:
         i = n
         while running():
             query = queries[i % len(queries)]
             i += args.clients
-            t0 = time.perf_counter()
+            t0 = _now()
             try:
                 response = await http.post("/search", json={"query": query, "k": args.k, **args.body})
             except httpx.HTTPError as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            seconds = time.perf_counter() - t0
+            seconds = _now() - t0
             if response.status_code != 200:
                 errors.append(f"{response.status_code}: {response.text[:200]}")
                 answers.append((t0 - start, seconds, response.status_code, None, []))
@@ -113,18 +118,18 @@ async def load(url: str, queries: list[str], args: argparse.Namespace, add_cmd: 
 
     async def swap() -> None:
         await asyncio.sleep(args.swap_at)
-        t0 = time.perf_counter()
+        t0 = _now()
         proc = await asyncio.create_subprocess_exec(*add_cmd, stdout=asyncio.subprocess.DEVNULL,
                                                     stderr=asyncio.subprocess.PIPE)
         _, err = await proc.communicate()
-        add_info.update(started_s=round(t0 - start, 3), finished_s=round(time.perf_counter() - start, 3),
+        add_info.update(started_s=round(t0 - start, 3), finished_s=round(_now() - start, 3),
                         returncode=proc.returncode, stderr_tail=err.decode()[-300:])
-        stop[:] = [max(stop[0], time.perf_counter() + args.after), True]
+        stop[:] = [max(stop[0], _now() + args.after), True]
 
     limits = httpx.Limits(max_connections=args.clients, max_keepalive_connections=args.clients)
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
         await asyncio.gather(swap(), *(client(n, http) for n in range(args.clients)))
-    return {"answers": answers, "errors": errors, "add": add_info, "wall_s": time.perf_counter() - start}
+    return {"answers": answers, "errors": errors, "add": add_info, "wall_s": _now() - start}
 
 
 def verify(answers: list, pools: dict[str, dict[str, str]]) -> dict[str, Any]:
