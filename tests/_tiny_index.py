@@ -18,6 +18,17 @@ def write_corpus(path: Path, rows: list[dict] = ROWS) -> Path:
     return path
 
 
+#: the bundled sample corpus (300 MuSiQue paragraphs)
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "corpus.jsonl"
+
+
+def write_sample(path: Path, n: int) -> Path:
+    """The first ``n`` passages of :data:`SAMPLE`, written to ``path`` as a ``.jsonl`` corpus."""
+    with SAMPLE.open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for _, line in zip(range(n), handle)]
+    return write_corpus(path, rows)
+
+
 def build_tiny_index(root: Path) -> Path:
     """``root/index`` built from :data:`ROWS` with ``trees="none"``."""
     import sirerag

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from _llm_server import SCRIPT, free_port, server_url
+from _tiny_index import write_sample
 
 from sirerag.cli.main import main
 from sirerag.core.config import BuildConfig
@@ -22,16 +23,12 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip ins
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "corpus.jsonl"
 FILES = ("entries.jsonl", "embeddings.npy")
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    rows = [json.loads(line) for line in DATA.open(encoding="utf-8")][:24]
-    path = tmp_path_factory.mktemp("ray_corpus") / "corpus.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+    return write_sample(tmp_path_factory.mktemp("ray_corpus") / "corpus.jsonl", 24)
 
 
 @pytest.fixture(scope="module")
