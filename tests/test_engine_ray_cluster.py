@@ -5,7 +5,6 @@ the index it writes is byte-identical to a local build's."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
@@ -17,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from _llm_server import free_port
+from _tiny_index import write_sample
 
-from sirerag.cli.main import main
 from sirerag.core.config import BuildConfig
 from sirerag.engine.ray_engine import check_reachable
 from sirerag.pipeline.build import build_index
@@ -27,9 +26,12 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip ins
 
 pytestmark = pytest.mark.slow
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "corpus.jsonl"
 FILES = ("documents.jsonl", "chunks.jsonl", "entries.jsonl", "embeddings.npy")
 START_TIMEOUT = 180.0  # seconds for both nodes to register on a loaded machine
+#: the nodes, the node count and the build (the driver) in one authentication mode, token, with the token of
+#: ~/.ray/auth_token (what a local ``ray.init`` writes and reads): left unset, a head that finds that token requires
+#: it and a joining node does not send it; a driver already in token mode cannot use a cluster without it
+NODE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
 
 
 def _ray_cli() -> str:
@@ -45,7 +47,7 @@ def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([_ray_cli(), "start", "--block", "--disable-usage-stats", "--num-cpus=1",
                              "--node-ip-address=127.0.0.1", *args], stdout=handle, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+                            env={**os.environ, **NODE_ENV})
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -79,7 +81,7 @@ def _alive_nodes(address: str, want: int = 1, timeout: float = 0.0) -> int:
     """How many nodes the cluster reports alive, read by a driver of its own (in a child process, so this
     process stays unconnected); waits up to ``timeout`` seconds for ``want`` of them."""
     counted = subprocess.run([sys.executable, "-c", _COUNT_NODES, address, str(want), str(timeout)],
-                             capture_output=True, text=True, timeout=timeout + 120)
+                             capture_output=True, text=True, timeout=timeout + 120, env={**os.environ, **NODE_ENV})
     lines = counted.stdout.split()
     return int(lines[-1]) if counted.returncode == 0 and lines else 0
 
@@ -90,6 +92,9 @@ def cluster(tmp_path_factory):
     if ray.is_initialized():
         ray.shutdown()
     logs = tmp_path_factory.mktemp("ray_logs")
+    made = subprocess.run([_ray_cli(), "get-auth-token", "--generate"], capture_output=True, text=True, timeout=60)
+    if made.returncode != 0:  # creates ~/.ray/auth_token only where there is none
+        pytest.fail(f"ray get-auth-token --generate failed: {made.stderr[-1000:]}")
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # Ray's socket paths must stay short
     port = free_port()
     address = f"127.0.0.1:{port}"
@@ -117,23 +122,22 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    rows = [json.loads(line) for line in DATA.open(encoding="utf-8")][:24]
-    path = tmp_path_factory.mktemp("ray_cluster_corpus") / "corpus.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
+    return write_sample(tmp_path_factory.mktemp("ray_cluster_corpus") / "corpus.jsonl", 24)
 
 
-def test_a_build_joins_a_two_node_cluster_and_writes_the_local_build_s_bytes(cluster, corpus, tmp_path, caplog):
+def test_a_build_joins_a_two_node_cluster_and_writes_the_local_build_s_bytes(cluster, corpus, tmp_path):
     local = tmp_path / "local"
     config = BuildConfig(trees=("similarity",)).with_overrides(tree={"levels": 3}).validate()
     build_index(corpus, local, config, show_progress=False)
 
     out = tmp_path / "cluster"
-    with caplog.at_level(logging.INFO, logger="sirerag.engine.ray_engine"):
-        code = main(["build", str(corpus), "--out", str(out), "--trees", "similarity", "--engine", "ray",
-                     "--ray-address", cluster, "--quiet", "--config", str(_engine_toml(tmp_path))])
-    assert code == 0
-    assert f"joined the Ray cluster at {cluster}" in caplog.text
+    # the build is its own process, as a user runs it: its Ray driver starts in the nodes' authentication mode
+    built = subprocess.run([sys.executable, "-m", "sirerag", "build", str(corpus), "--out", str(out), "--trees",
+                            "similarity", "--engine", "ray", "--ray-address", cluster, "--config",
+                            str(_engine_toml(tmp_path))], capture_output=True, text=True, timeout=600,
+                           env={**os.environ, **NODE_ENV})
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert f"joined the Ray cluster at {cluster}" in built.stderr
     for name in FILES:
         assert (out / name).read_bytes() == (local / name).read_bytes(), name
     manifest = json.loads((out / "manifest.json").read_text())
