@@ -137,10 +137,10 @@ def _count_embeddings(probe: Probe) -> None:
 
     original = CachedEmbedder._encode_missing
 
-    def counted(self: Any, items: list, side: str) -> Any:
+    def counted(self: Any, items: list, side: str, *rest: Any) -> Any:
         start = Mark.now()
         try:
-            return original(self, items, side)
+            return original(self, items, side, *rest)
         finally:
             span = Mark.now().since(start, ndigits=None)
             probe.totals["embedded"] += len(items)

@@ -148,3 +148,30 @@ def test_bench_build_stages_keep_the_old_fields_and_count_tokens_as_the_model_se
     assert total["tokens_embedded"] == 13
     probe.count_tokens(object(), ["an embedder without a tokenizer"])
     assert probe.total(start)["tokens_embedded"] is None
+
+
+def test_bench_build_counts_the_texts_the_embedding_cache_encodes(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks.bench_build import Probe, _count_embeddings
+    from sirerag.embedding.cache import CachedEmbedder, EmbeddingCache
+
+    monkeypatch.setattr(CachedEmbedder, "_encode_missing", CachedEmbedder._encode_missing)
+    probe = Probe()
+    _count_embeddings(probe)
+    cached = CachedEmbedder(_LengthEmbedder(), EmbeddingCache(tmp_path), block_size=2, show_progress=False)
+    vectors = cached.encode_documents(["alpha beta", "gamma", "alpha beta", "delta epsilon zeta"])
+    assert vectors.shape[0] == 4
+    assert probe.totals["embedded"] == 3  # the repeated text is encoded once
+
+
+class _LengthEmbedder:
+    """Two-dimensional unit vectors from a text's length: enough for the cache to store and return."""
+
+    spec = "test:length"
+    dim = 2
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        angles = np.array([len(t) for t in texts], dtype=np.float32)
+        return np.stack([np.cos(angles), np.sin(angles)], axis=1).astype(np.float32)
+
+    encode_queries = encode_documents
