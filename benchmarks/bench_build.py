@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     report.results.update({
         "corpus": args.corpus, "build_command": ["sirerag", *command], "returncode": 0,
         "numba_cache_dir": os.environ.get("NUMBA_CACHE_DIR"), "total": probe.total(start), "stages": probe.stages,
-        "build_timings": manifest.timings, "counts": manifest.counts,
+        "build_timings": manifest.timings, "counts": manifest.counts.to_dict(),
         "embedder": manifest.embedder.to_dict() if manifest.embedder is not None else None})
     report.write(args.json_out)
     return 0

@@ -196,7 +196,7 @@ def main() -> None:
                 timed(cmd, root / f"{dataset}-{variant}-{retriever}-eval.log")
                 result = json.loads(out.read_text())
                 rows.append({"dataset": dataset, "variant": variant, "retriever": retriever,
-                             "pool": manifest.counts["pool"]["entries"], "build_s": info["wall_s"],
+                             "pool": manifest.counts.pool.entries if manifest.counts.pool else None, "build_s": info["wall_s"],
                              "build_cpu_s": info["cpu_s"], "build_peak_rss_mib": info["peak_rss_mib"], **result})
     cols = ["passage_recall@2", "passage_recall@5", "answer_recall@512", "answer_recall@1024", "latency_ms_p50"]
     print("| dataset | pool | retriever | n | " + " | ".join(cols) + " | build s | build peak MiB |")

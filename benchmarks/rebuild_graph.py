@@ -46,7 +46,7 @@ def main() -> None:
         if item.name not in (GRAPH_DIR, "manifest.json", "cache"):
             (target / item.name).symlink_to(item.resolve())
     shutil.copy(src / "manifest.json", target / "manifest.json")
-    settings = dict(index.manifest.config.get("graph", {}))
+    settings = dict(index.manifest.config.sections.get("graph", {}))
     config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
     changes = {"enabled": True}
     for name in ("title_weight", "synonym_max_neighbors", "synonym_threshold"):

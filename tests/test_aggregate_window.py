@@ -174,7 +174,7 @@ def test_an_index_built_and_updated_with_window_vectors(tmp_path):
     update_index(index, add=write("n.jsonl", [{"id": "c", "title": "Norfolk", "text": "Norfolk is a county in "
                                                "England. Elmford and Norwich lie in Norfolk."}]))
     loaded = load_index(index)
-    assert loaded.manifest.config["relatedness"]["aggregate_vectors"] == "window"
+    assert loaded.manifest.build_config().relatedness.aggregate_vectors == "window"
     props = loaded.propositions()
     rows = load_proposition_vectors(index, len(props))
     minilm = load_embedder("minilm", show_progress=False)

@@ -239,10 +239,10 @@ def test_links_out_of_the_folder_through_the_cli_and_the_api(folder, tmp_path):
     assert done.returncode == 0 and "2 removed" in done.stdout, done.stderr
     assert {"notes.txt", "passwd.txt"}.isdisjoint(_ids(out))
 
-    with sirerag.Index.build(folder, tmp_path / "api", trees="none", follow_outside_links=True) as index:
+    with sirerag.Index.build(folder, tmp_path / "api", trees=[], follow_outside_links=True) as index:
         assert "sk-SECRET-4242" in {d.id: d.text for d in index.documents()}["notes.txt"]
-        assert index.manifest.config["corpus"] == {"follow_outside_links": True}
-    with sirerag.Index.build(folder, tmp_path / "api2", trees="none") as index:
+        assert index.manifest.config.sections["corpus"] == {"follow_outside_links": True}
+    with sirerag.Index.build(folder, tmp_path / "api2", trees=[]) as index:
         assert "notes.txt" not in {d.id for d in index.documents()}
         index.add(folder, follow_outside_links=True)
         assert "notes.txt" in {d.id for d in index.documents()}

@@ -92,8 +92,8 @@ def test_add_the_last_fifth_gives_a_valid_consistent_index(corpora, capsys):
     kept = [i for i, n in before.items() if n.kind == "summary" and i in pool]
     assert kept, "an add of 8 documents re-summarised every cluster"
     manifest = load_index(index).manifest
-    assert [h["command"] for h in manifest.history] == ["add"]
-    assert manifest.history[0]["documents_added"] == 8
+    assert [h.command for h in manifest.history] == ["add"]
+    assert manifest.history[0].documents_added == 8
     drift = manifest.drift
     assert drift.leaves_removed == 0 and drift.share == round(
         drift.leaves_added / (drift.leaves_at_full_build + drift.leaves_added), 4) > 0
@@ -156,9 +156,9 @@ def test_remove_then_add_gives_back_the_same_ids_for_unchanged_nodes(corpora):
     summaries = [i for i in untouched if base[i].kind == "summary"]
     assert summaries and sum(i in final for i in summaries) >= len(summaries) // 2
     history = load_index(index).manifest.history
-    assert [(h["command"], h["documents_removed"], h["documents_added"]) for h in history] == \
+    assert [(h.command, h.documents_removed, h.documents_added) for h in history] == \
         [("remove", 4, 0), ("add", 0, 4)]
-    assert sum(h["summaries_stale"] for h in history) > 0  # the round trip went through stale summaries
+    assert sum(h.summaries_stale or 0 for h in history) > 0  # the round trip went through stale summaries
 
 
 DRIVER = kills.driver(run=kills.ADD)
@@ -211,7 +211,7 @@ def test_plan_skips_same_text_updates_changed_text_and_names_unknown_ids():
                           stale_in_index=5, refresh_threshold=0.2)
     assert drift == {"leaves_at_full_build": 10, "leaves_added": 2, "leaves_removed": 3, "share": 0.4167,
                      "summaries_stale": 5}
-    assert manifest.history[1]["summaries_stale"] == 2 and manifest.history[1]["refresh_threshold"] == 0.2
+    assert manifest.history[1].summaries_stale == 2 and manifest.history[1].refresh_threshold == 0.2
     assert len(manifest.history) == 2 and manifest.drift.to_dict() == drift
 
 

@@ -29,6 +29,8 @@ WRITTEN_KEYS = BUILD_KEYS[:-1] + ["resources", "files"]
 MAKERS = {"read_manifest", "parse_manifest", "write_manifest", "refresh_files", "register_component"}
 #: Methods of a dict that read or change it.
 DICT_METHODS = {"get", "setdefault", "pop", "update", "clear", "items", "keys", "values", "copy"}
+#: The manifest's inner records that modules once read as dicts (a component's ``info`` is the third).
+RECORDS = {"config", "counts"}
 
 
 def _is_manifest(node: ast.AST) -> bool:
@@ -45,23 +47,38 @@ def _is_manifest(node: ast.AST) -> bool:
     return False
 
 
+def _is_raw(node: ast.AST) -> bool:
+    """A manifest (:func:`_is_manifest`) or one of its inner records: ``m.config``, ``m.counts``, an entry of
+    ``m.history`` (``m.history[i]``), any ``x.info`` (a component's), or ``(m.config or {})``."""
+    if _is_manifest(node):
+        return True
+    if isinstance(node, ast.Attribute):
+        return node.attr == "info" or (node.attr in RECORDS and _is_manifest(node.value))
+    if isinstance(node, ast.Subscript):
+        value = node.value
+        return isinstance(value, ast.Attribute) and value.attr == "history" and _is_manifest(value.value)
+    if isinstance(node, ast.BoolOp):
+        return any(_is_raw(v) for v in node.values)
+    return False
+
+
 def raw_reads(source: str) -> list[int]:
-    """Lines where ``source`` reads a manifest as a dict: ``m[...]``, ``m.get(...)`` and the other dict methods,
-    ``"key" in m``, ``{**m}``, ``dict(m)``."""
+    """Lines where ``source`` reads a manifest or an inner record (:func:`_is_raw`) as a dict: ``m[...]``,
+    ``m.get(...)`` and the other dict methods, ``"key" in m``, ``{**m}``, ``dict(m)``."""
     lines = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Subscript) and _is_manifest(node.value):
+        if isinstance(node, ast.Subscript) and _is_raw(node.value):
             lines.append(node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in DICT_METHODS and _is_manifest(node.func.value):
+                node.func.attr in DICT_METHODS and _is_raw(node.func.value):
             lines.append(node.lineno)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and \
-                any(_is_manifest(a) for a in node.args):
+                any(_is_raw(a) for a in node.args):
             lines.append(node.lineno)
         elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and \
-                any(_is_manifest(c) for c in node.comparators):
+                any(_is_raw(c) for c in node.comparators):
             lines.append(node.lineno)
-        elif isinstance(node, ast.Dict) and any(k is None and _is_manifest(v) for k, v in zip(node.keys, node.values)):
+        elif isinstance(node, ast.Dict) and any(k is None and _is_raw(v) for k, v in zip(node.keys, node.values)):
             lines.append(node.lineno)
     return sorted(lines)
 
@@ -75,13 +92,24 @@ def test_the_check_catches_raw_reads_of_a_manifest():
         'e = "files" in old_manifest',
         'f = dict(index.manifest)',
         'index.manifest.setdefault("components", {})',
+        # the inner records read as dicts (the reads these records replaced)
+        'k = manifest.counts.get("relatedness_tree") or {}',
+        'if "aggregate_vectors" not in (old.manifest.config or {}).get("relatedness", {}): pass',
+        'stats = graph.info.get("stats") or {} if graph is not None else {}',
+        'rows = component.info["rows"]',
+        'n = index.manifest.history[0]["documents_added"]',
+        'c = dict(manifest.config)',
         # typed reads pass
         'g = index.manifest.files["entries.jsonl"].size',
         'h = manifest.component("graph")',
         'i = manifest.embedder.dim if manifest.embedder else None',
         'j = "entries.jsonl" in manifest.files',
+        'l = manifest.counts.relatedness_tree.variant',
+        'm = manifest.history[0].documents_added',
+        'o = index.component("graph").stats.linked_titles',
+        'logger.info("%d entries", n)',
     ])
-    assert raw_reads(source) == [1, 2, 3, 4, 5, 6, 7]
+    assert raw_reads(source) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
 
 
 def test_no_module_reads_the_manifest_as_a_raw_dict():
@@ -102,7 +130,7 @@ def built(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("manifest")
     corpus = write_corpus(root / "corpus.jsonl", ROWS[:2])
-    with sirerag.Index.build(corpus, root / "index", trees="similarity,relatedness", graph=True) as index:
+    with sirerag.Index.build(corpus, root / "index", trees=["similarity", "relatedness"], graph=True) as index:
         built_text = (root / "index" / "manifest.json").read_text(encoding="utf-8")
         index.add(write_corpus(root / "more.jsonl", ROWS[2:]))
     return root / "index", built_text
@@ -142,7 +170,7 @@ def test_an_updated_index_manifest_round_trips_and_keeps_the_build_keys(built):
     keys = list(json.loads(text))
     assert keys == WRITTEN_KEYS[:-1] + ["history", "drift", "staleness", "files"]
     manifest = load_index(index).manifest
-    assert [h["command"] for h in manifest.history] == ["add"] and manifest.documents == 3
+    assert [h.command for h in manifest.history] == ["add"] and manifest.documents == 3
     assert isinstance(manifest.drift, Drift) and manifest.drift.leaves_added == 1
     assert manifest.drift.leaves_at_full_build == 2 and manifest.drift.share == 0.3333
     before = Manifest.from_dict(json.loads(built_text))

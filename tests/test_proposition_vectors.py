@@ -199,7 +199,7 @@ def test_an_index_stores_the_rows_and_add_and_remove_keep_them_aligned(tmp_path)
     from sirerag.pool.store import load_index
 
     record = load_index(index).manifest.component("proposition_vectors")
-    assert record.path == PROPOSITION_VECTORS and record.info["rows"] == len(built)
+    assert record.path == PROPOSITION_VECTORS and record.rows == len(built)
     update_index(index, add=_write(tmp_path / "new.jsonl", NEW))
     added = _check_index(index, minilm)
     assert set(built) < set(added)

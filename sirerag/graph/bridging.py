@@ -89,7 +89,7 @@ class PropositionBridge:
         self.title_facts, self._fact_titles = _title_facts(fact_passage, passage_key, titles, self.entity_facts)
         self.titled: dict[int, list[int]] = {}  # entity node -> the passage nodes it titles
         for entity, passage in titles if passage_index is not None else ():
-            if passage in passage_index:
+            if passage_index is not None and passage in passage_index:
                 self.titled.setdefault(int(entity), []).append(passage_index[passage])
         self._titles = np.zeros(n_entities, dtype=bool)  # the entity nodes that title a passage
         self._titles[list(self.titled)] = True
@@ -177,7 +177,7 @@ class PropositionBridge:
         (share ``synonym_titles x cosine``): "Nixon" for the passage "Richard Nixon"."""
         if node in self.titled:
             return [(p, 1.0) for p in self.titled[node]]
-        if self._adjacency is None or settings.synonym_titles <= 0:
+        if self._adjacency is None or self._entity_vectors is None or settings.synonym_titles <= 0:
             return []
         neighbours = self._adjacency.indices[self._adjacency.indptr[node]:self._adjacency.indptr[node + 1]]
         neighbours = neighbours[neighbours < len(self._titles)]  # entity nodes (passage nodes come after)
@@ -250,13 +250,14 @@ def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, A
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
         return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, **nodes)
     component, record = index.manifest.component("proposition_vectors"), index.manifest.files.get(PROPOSITIONS)
-    if aids and component is not None and record is not None and isinstance(component.info.get("rows"), int):
+    stored_rows = component.rows if component is not None else None
+    if aids and stored_rows is not None and record is not None:
         with index.reading():  # the rows of the loaded commit
             rows = load_fact_rows(index.path / GRAPH_DIR, aids, facts=len(graph.facts),
-                                  propositions_sha256=record.sha256, vectors=component.info["rows"])
+                                  propositions_sha256=record.sha256, vectors=stored_rows)
             if rows is not None:
                 vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True)
-                if vectors.ndim == 2 and vectors.shape[0] == component.info["rows"]:
+                if vectors.ndim == 2 and vectors.shape[0] == stored_rows:
                     return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows, **nodes)
     props = list(index.propositions())
     with index.reading():  # the vectors of the loaded commit

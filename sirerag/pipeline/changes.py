@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 from sirerag.core.config.typecheck import check_types
 from sirerag.core.errors import InputError, check
 from sirerag.core.io import read_jsonl
-from sirerag.core.io.manifest import Drift, Manifest
+from sirerag.core.io.manifest import Drift, HistoryEntry, Manifest
 from sirerag.core.types import Document
 
 #: Share of leaves added or removed since the last full build past which a warning suggests rebuilding.
@@ -107,14 +107,14 @@ def record_change(manifest: Manifest, *, command: str, plan: Plan, leaves_before
     ``summaries_stale`` (this change) and ``stale_in_index`` (after it) count summaries that kept
     their text although their members changed (``refresh_threshold``).
     """
-    manifest.history.append({
+    manifest.history.append(HistoryEntry.from_dict({
         "command": command, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "documents_added": len(plan.added) - len(plan.updated), "documents_updated": len(plan.updated),
         "documents_removed": len(plan.removed) - len(plan.updated), "documents_skipped": plan.skipped,
         "leaves_added": leaves_added, "leaves_removed": leaves_removed,
         "summaries_written": summaries_written, "summaries_stale": summaries_stale,
         "refresh_threshold": refresh_threshold, "chunks_extracted": chunks_extracted,
-    })
+    }))
     drift = manifest.drift or Drift(leaves_at_full_build=leaves_before)
     drift.leaves_added += leaves_added
     drift.leaves_removed += leaves_removed

@@ -138,7 +138,7 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
     config = old.manifest.build_config(source=f"{out}/manifest.json").validate()
     # which files a folder gives is this command's choice, not the build's
     config = replace(config, corpus=corpus)
-    if "aggregate_vectors" not in (old.manifest.config or {}).get("relatedness", {}):
+    if not old.manifest.config.recorded("relatedness", "aggregate_vectors"):
         # built before aggregate vectors were derived: new aggregates are embedded as its old ones were
         config = replace(config, relatedness=replace(config.relatedness, aggregate_vectors="text"))
     # new texts are embedded in the precision the index's own were, whatever this machine's CPU would choose
@@ -173,7 +173,7 @@ class IncrementalRunner(IndexWriter):
         self.old, self.add, self.remove, self.sync = old, add, remove, sync
         self.manifest = old.manifest.copied()
         self.components = {name: c.to_dict() for name, c in self.manifest.components.items()}
-        self.counts = dict(self.manifest.counts)
+        self.counts = self.manifest.counts.to_dict()
         self.vectors = {e.id: row for e, row in zip(old.pool.entries, old.pool.embeddings)}
         self.trees = TreeUpdate(old.pool.entries, self.vectors, config, models,
                                 refresh_threshold=settings.refresh_threshold, staleness=self.manifest.staleness)
@@ -250,6 +250,7 @@ class IncrementalRunner(IndexWriter):
 
         self.write_proposition_vectors(vectors_for(self.propositions, self.known_proposition_rows(),
                                                    self.models.short_text_embedder()))
+        assert self.proposition_vectors is not None, "write_proposition_vectors sets them"
         self.trees.relatedness(self.propositions, self.proposition_vectors)
 
     def known_proposition_rows(self) -> dict[str, np.ndarray]:
@@ -277,6 +278,7 @@ class IncrementalRunner(IndexWriter):
     def finish(self, command: str, settings: UpdateConfig) -> dict[str, Any]:
         """Count the change, record it in the manifest's history and drift, write the manifest; returns the drift."""
         trees, changes = self.trees, self.update_counts
+        assert self.retrieval_pool is not None, "the pool stage runs before finish"
         changes["summaries_written"] = trees.written
         changes["summaries_stale"] = sum(t.get("summaries_stale", 0) for t in trees.stats.values())
         stale = trees.stale()

@@ -67,8 +67,8 @@ def overview(manifest: Manifest, stats: dict[str, Any], graph_meta: Component | 
         ("entity graph", "yes" if graph_meta else "no (build with --graph)"),
     ]
     timings = list(_flatten(manifest.timings))
-    settings = list(_flatten(manifest.config))
-    counts = list(_flatten(manifest.counts))
+    settings = list(_flatten(manifest.config.to_dict()))
+    counts = list(_flatten(manifest.counts.to_dict()))
     parts = [
         '<section id="overview"><h2>Overview</h2><div class="cols"><div>', table(head),
         "<h3>Pool by tree, kind and level</h3>", pool_chart(stats.get("pool", {})),
@@ -80,7 +80,7 @@ def overview(manifest: Manifest, stats: dict[str, Any], graph_meta: Component | 
         f"<details><summary>Build counts ({len(counts)})</summary>{table(counts, 'kv small')}</details>",
     ]
     if graph_meta is not None:
-        graph_rows = list(_flatten({"type": graph_meta.type, **graph_meta.info}))
+        graph_rows = list(_flatten({k: v for k, v in graph_meta.to_dict().items() if k != "path"}))
         parts.append(f"<details><summary>Entity graph ({len(graph_rows)})</summary>"
                      f"{table(graph_rows, 'kv small')}</details>")
     parts.append("</section>")

@@ -24,8 +24,8 @@ def index_stats(directory: str | Path | LoadedIndex) -> dict[str, Any]:
     table3 = table3_stats(propositions)
     aggregates = [e for e in entries if e.kind == "aggregate"]
     relatedness = manifest.build_config().relatedness
-    relatedness_counts = manifest.counts.get("relatedness_tree") or {}
-    rule = relatedness_counts.get("aggregation_rule")
+    relatedness_counts = manifest.counts.relatedness_tree
+    rule = relatedness_counts.aggregation_rule if relatedness_counts is not None else None
     if rule is None and "relatedness" in manifest.trees:
         rule = RULE_SKIP if relatedness.skip_redundant_entities else RULE_ALL
     failures_path = index.path / FAILURES
@@ -49,7 +49,7 @@ def index_stats(directory: str | Path | LoadedIndex) -> dict[str, Any]:
         "extractor": manifest.extractor,
         "aggregation_rule": rule,
         "aggregate_max_tokens": relatedness.aggregate_max_tokens,
-        "relatedness_variant": relatedness_counts.get("variant"),
+        "relatedness_variant": relatedness_counts.variant if relatedness_counts is not None else None,
         "embedder": manifest.embedder.spec if manifest.embedder is not None else None,
         "summarizer": manifest.summarizer,
         "drift": {**manifest.drift.to_dict(), "share": manifest.drift.measured_share} if manifest.drift

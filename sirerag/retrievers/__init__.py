@@ -47,10 +47,10 @@ def graph_links_passages(index: LoadedIndex) -> bool:
     """True when the index's graph links passages through their titles (:data:`MIN_LINKED_TITLES`), or when its
     graph predates the measure."""
     graph = index.manifest.component("graph")
-    stats = graph.info.get("stats") or {} if graph is not None else {}
-    if "linked_titles" not in stats or not stats.get("passage_nodes"):
+    stats = graph.stats if graph is not None else None
+    if stats is None or stats.linked_titles is None or not stats.passage_nodes:
         return True
-    return stats["linked_titles"] / stats["passage_nodes"] >= MIN_LINKED_TITLES
+    return stats.linked_titles / stats.passage_nodes >= MIN_LINKED_TITLES
 
 
 def default_retriever(index: LoadedIndex) -> tuple[str, dict[str, Any]]:
@@ -114,6 +114,7 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
     pool_options.setdefault("lift_ratio", DEFAULT_LIFT_RATIO.get(name, PoolRule.lift_ratio))
     rule = PoolRule(**pool_options)
     rule.validate()  # the pool options' types and ranges, before the retriever loads
+    retriever: Retriever
     if "+" in name:
         from sirerag.retrievers.hybrid import load as load_hybrid
 

@@ -77,8 +77,7 @@ def _core_files(manifest: Manifest) -> dict[str, FileRecord]:
 def colbert_indexes(manifest: Manifest) -> dict[str, dict[str, Any]]:
     """The ColBERT indexes recorded in a manifest, keyed by checkpoint."""
     component = manifest.component(COMPONENT)
-    indexes = component.info.get("indexes") if component is not None else None
-    return dict(indexes) if isinstance(indexes, dict) else {}
+    return dict(component.indexes) if component is not None else {}
 
 
 def build_colbert_index(

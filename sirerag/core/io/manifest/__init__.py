@@ -19,11 +19,13 @@ from sirerag.core.io.manifest.disk import (
     sha256_matches, write_manifest)
 from sirerag.core.io.manifest.model import SECTIONS, Manifest
 from sirerag.core.io.manifest.records import (
-    FORMAT_MARKER, FORMAT_VERSION, HEADER, Component, Corpus, Drift, EmbedderRecord, FileRecord, Resources)
+    FORMAT_MARKER, FORMAT_VERSION, HEADER, Component, Corpus, Drift, EmbedderRecord, FileRecord, GraphStats, Resources)
+from sirerag.core.io.manifest.sections import ConfigRecord, Counts, HistoryEntry, PoolCounts, TreeCounts
 
 __all__ = [
     "FORMAT_MARKER", "FORMAT_VERSION", "HEADER", "MANIFEST", "SAMPLE_BLOCK", "SAMPLE_BLOCKS", "SECTIONS", "UNLISTED",
-    "Component", "Corpus", "Drift", "EmbedderRecord", "FileRecord", "Manifest", "Resources", "check_files",
+    "Component", "ConfigRecord", "Corpus", "Counts", "Drift", "EmbedderRecord", "FileRecord", "GraphStats",
+    "HistoryEntry", "Manifest", "PoolCounts", "Resources", "TreeCounts", "check_files",
     "check_sample",
     "commit_id", "file_record", "listed_names", "file_records", "npy_header", "parse_manifest", "read_manifest", "refresh_files",
     "rewrite_manifest", "sample_digest", "sha256_matches", "write_manifest",

@@ -93,9 +93,8 @@ def check_paths(directory: str | Path, manifest: Manifest) -> None:
         where = f"{source}: components.{name}"
         if component.path is not None:
             check_inside(folder, component.path, f"{where}.path")
-        indexes = component.info.get("indexes")
-        for key, record in (indexes.items() if isinstance(indexes, dict) else ()):
-            if isinstance(record, dict) and "path" in record:
+        for key, record in component.indexes.items():
+            if "path" in record:
                 check_inside(folder, record["path"], f"{where}.{field_name('indexes', key)}.path")
 
 

@@ -10,6 +10,7 @@ from sirerag import __version__
 from sirerag.core.config import BuildConfig
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io.checksums import MANIFEST
+from sirerag.core.io.manifest.sections import ConfigRecord, Counts, HistoryEntry
 from sirerag.core.io.manifest.records import (
     FORMAT_MARKER, FORMAT_VERSION, HEADER, Component, Corpus, Drift, EmbedderRecord, FileRecord, Resources, bad_field,
     is_int, as_object, take)
@@ -32,17 +33,17 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     sirerag_version: str | None = __version__
     format: str | None = FORMAT_MARKER
-    config: dict[str, Any] = field(default_factory=dict)
+    config: ConfigRecord = field(default_factory=ConfigRecord)
     corpus: Corpus | None = None
     components: dict[str, Component] = field(default_factory=dict)
     embedder: EmbedderRecord | None = None
     summarizer: str | None = None
     llm: str | None = None
     extractor: str | None = None
-    counts: dict[str, Any] = field(default_factory=dict)
+    counts: Counts = field(default_factory=Counts)
     timings: dict[str, Any] = field(default_factory=dict)
     resources: Resources | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[HistoryEntry] = field(default_factory=list)
     drift: Drift | None = None
     staleness: dict[str, int] | None = None
     files: dict[str, FileRecord] = field(default_factory=dict)
@@ -73,25 +74,28 @@ class Manifest:
         staleness = take(data, "staleness", "dict", "")
         if staleness is not None and not all(is_int(n) for n in staleness.values()):
             raise bad_field("staleness", "an object of integers", staleness)
-        return cls(**header, config=take(data, "config", "dict", "") or {},
+        return cls(**header, config=ConfigRecord.from_dict(take(data, "config", "dict", "") or {}),
                    corpus=Corpus.from_dict(corpus) if corpus is not None else None,
                    components={name: Component.from_dict(c, f"components.{name}") for name, c in components.items()},
                    embedder=EmbedderRecord.from_dict(embedder) if embedder is not None else None,
                    summarizer=take(data, "summarizer", "str", ""), llm=take(data, "llm", "str", ""),
-                   extractor=take(data, "extractor", "str", ""), counts=take(data, "counts", "dict", "") or {},
+                   extractor=take(data, "extractor", "str", ""),
+                   counts=Counts.from_dict(take(data, "counts", "dict", "") or {}),
                    timings=take(data, "timings", "dict", "") or {},
                    resources=Resources.from_dict(resources) if resources is not None else None,
-                   history=take(data, "history", "list", "") or [],
+                   history=[HistoryEntry.from_dict(h, f"history[{i}]")
+                            for i, h in enumerate(take(data, "history", "list", "") or [])],
                    drift=Drift.from_dict(drift) if drift is not None else None, staleness=staleness,
                    extra={k: v for k, v in data.items() if k not in HEADER and k not in SECTIONS})
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object: the header, the sections read (in their order) and those set since, ``files``."""
-        values = {"config": self.config, "corpus": self.corpus and self.corpus.to_dict(),
+        values = {"config": self.config.to_dict(), "corpus": self.corpus and self.corpus.to_dict(),
                   "components": {name: c.to_dict() for name, c in self.components.items()},
                   "embedder": self.embedder and self.embedder.to_dict(), "summarizer": self.summarizer,
-                  "llm": self.llm, "extractor": self.extractor, "counts": self.counts, "timings": self.timings,
-                  "resources": self.resources and self.resources.to_dict(), "history": self.history,
+                  "llm": self.llm, "extractor": self.extractor, "counts": self.counts.to_dict(),
+                  "timings": self.timings, "resources": self.resources and self.resources.to_dict(),
+                  "history": [entry.to_dict() for entry in self.history],
                   "drift": self.drift and self.drift.to_dict(), "staleness": self.staleness}
         out: dict[str, Any] = {"format": self.format} if self.format is not None else {}
         out.update(format_version=self.format_version)
@@ -123,12 +127,12 @@ class Manifest:
     @property
     def trees(self) -> tuple[str, ...]:
         """The trees the index was built with (``config.trees``; empty: leaves only)."""
-        return tuple(self.config.get("trees") or ())
+        return self.config.trees or ()
 
     def build_config(self, *, source: str | Path = MANIFEST) -> BuildConfig:
         """The build's settings as a :class:`~sirerag.core.config.BuildConfig` (unvalidated; ConfigError
         naming ``source`` and the setting when they do not parse)."""
-        return BuildConfig.from_dict(self.config, source=str(source))
+        return BuildConfig.from_dict(self.config.raw, source=str(source))
 
     def component(self, name: str) -> Component | None:
         return self.components.get(name)

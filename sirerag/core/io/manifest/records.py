@@ -131,20 +131,47 @@ class EmbedderRecord:
         return self.load_spec or self.spec
 
 
-@dataclass
+@dataclass(frozen=True)
+class GraphStats:
+    """The entity graph's counts (``components.graph.stats``): its ``passage_nodes`` and how many of them
+    have a title other passages' propositions name (``linked_titles``; graphs before the measure have none)."""
+
+    passage_nodes: int | None = None
+    linked_titles: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "components.graph.stats") -> "GraphStats":
+        data = as_object(data, where)
+        return cls(passage_nodes=take(data, "passage_nodes", "int", where),
+                   linked_titles=take(data, "linked_titles", "int", where), extra=_extra(data, cls))
+
+
+@dataclass(frozen=True)
 class Component:
-    """An optional part of an index (``pool``, ``bm25``, ``graph``, ``colbert``): its ``type``, its folder
-    (``path``, relative to the index) and the settings and counts its own module records (``info``)."""
+    """An optional part of an index (``pool``, ``bm25``, ``graph``, ``colbert``, ``proposition_vectors``): its
+    ``type``, its folder or file (``path``, relative to the index) and the settings and counts its own module
+    records (``info``, every field but those two, as read). Typed: the rows of ``propositions.npy``
+    (``rows``), the entity graph's ``stats`` and the ColBERT ``indexes`` (checkpoint -> its record)."""
 
     type: str | None = None
     path: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    rows: int | None = None
+    stats: GraphStats | None = None
+    indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "components") -> "Component":
         data = as_object(data, where)
+        stats, indexes = take(data, "stats", "dict", where), take(data, "indexes", "dict", where) or {}
+        for key, record in indexes.items():
+            as_object(record, f"{where}.indexes.{key}")
         return cls(type=take(data, "type", "str", where), path=take(data, "path", "str", where),
-                   info={k: v for k, v in data.items() if k not in ("type", "path")})
+                   info={k: v for k, v in data.items() if k not in ("type", "path")},
+                   rows=take(data, "rows", "int", where),
+                   stats=GraphStats.from_dict(stats, f"{where}.stats") if stats is not None else None,
+                   indexes=dict(indexes))
 
     def to_dict(self) -> dict[str, Any]:
         return {**({"type": self.type} if self.type is not None else {}),
