@@ -131,6 +131,6 @@ def _dry_run(args: argparse.Namespace, config: Any) -> int:
     json_out = check_file_out(args.json_out, "--json", inputs=[args.corpus]) if args.json_out else None
     report = dry_run(Path(args.corpus), config, cache_dir=cache, show_progress=progress_enabled(args))
     print(format_report(report))
-    if args.json_out:
+    if json_out is not None:
         write_json(json_out, {"generator": GENERATOR, **report.to_dict()})
     return 0

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     if labels is not None and len(labels) != len(results):
         raise InputError(f"--labels: {len(labels)} labels for {len(results)} results")
     print(comparison_table(results, labels))
-    if args.plot:
+    if plot is not None:
         plot_results(results, plot, labels)
         print(f"plot written to {args.plot}")
     return 0

@@ -71,17 +71,17 @@ def run(args: argparse.Namespace) -> int:
     print_table(result)
     if evaluation.no_answer_excluded == len(questions):
         print(f"  {NO_ANSWERS}")
-    if args.run:
-        lines = write_run(outs["--run"], evaluation.rankings, tag=f"sirerag-{retriever.name}")
+    if args.run and (run_out := outs["--run"]) is not None:
+        lines = write_run(run_out, evaluation.rankings, tag=f"sirerag-{retriever.name}")
         print(f"  TREC run: {lines} lines written to {args.run}")
     if args.reader:
         result.update(_read(args, index, retriever, questions))
-    if args.json_out:
-        write_json(outs["--json"], {"generator": GENERATOR, **result})
-    if getattr(args, "plot", None):
+    if args.json_out and (json_out := outs["--json"]) is not None:
+        write_json(json_out, {"generator": GENERATOR, **result})
+    if getattr(args, "plot", None) and (plot_out := outs["--plot"]) is not None:
         from sirerag.report.plots import plot_results
 
-        plot_results([result], outs["--plot"])
+        plot_results([result], plot_out)
         print(f"plot written to {args.plot}")
     return 0
 

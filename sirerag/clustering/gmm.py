@@ -214,10 +214,12 @@ def best_mixture(points: np.ndarray, max_clusters: int, random_state: int, *, se
     pool = None if stats.keep_reduced else active_pool(len(points))
 
     def prefetch(ks: list[int]) -> None:
+        assert pool is not None  # search_k is given prefetch only with a pool
         pending = {k: pool.submit(fit_and_score, points, k, random_state) for k in sorted(ks, reverse=True)}
         for k in sorted(ks):  # recorded in the order the search would have fitted them
-            if pending[k] is not None:
-                record(k, pending[k].result())
+            future = pending[k]
+            if future is not None:
+                record(k, future.result())
 
     k = search_k(bic, k_max, search, prefetch=prefetch if pool is not None else None)
     stats.searches.append((len(points), k_max, k))

@@ -188,7 +188,8 @@ def file_cache_functions() -> int:
         if module is None or name.split(".")[0] not in NUMBA_PACKAGES:
             continue
         for value in list(vars(module).values()):
-            if isinstance(value, Dispatcher) and isinstance(value._cache, NullCache):
+            # numba keeps a dispatcher's cache in a private attribute (NullCache: not cached on disk)
+            if isinstance(value, Dispatcher) and isinstance(value._cache, NullCache):  # type: ignore[attr-defined]
                 value.enable_caching()
                 switched += 1
     warnings.filterwarnings("ignore", message=r"Cannot cache compiled function", module=r"numba\..*")
@@ -221,7 +222,7 @@ def _set_up_worker(cache_dir: str, file_cache: bool) -> None:
     if cache_dir:
         import numba
 
-        numba.config.CACHE_DIR = cache_dir
+        numba.config.CACHE_DIR = cache_dir  # type: ignore[attr-defined]  # numba.config sets its names at import
     if file_cache:
         file_cache_functions()
 

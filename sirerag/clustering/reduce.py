@@ -55,7 +55,7 @@ def umap_reduce(points: np.ndarray, *, n_neighbors: int, dim: int, random_state:
     from umap import UMAP
 
     n_neighbors = max(2, min(n_neighbors, len(points) - 1))
-    knn = (None, None, None)
+    knn: tuple[np.ndarray | None, np.ndarray | None, None] = (None, None, None)
     if UMAP_EXACT_LIMIT <= len(points) <= EXACT_KNN_MAX:
         indices, distances = exact_cosine_knn(points, n_neighbors)
         knn = (indices, distances, None)

@@ -145,7 +145,7 @@ class SentenceTransformerEmbedder:
         if len(texts) == 0:
             return np.zeros((0, self._dim), dtype=np.float32)
         # sentence-transformers sorts the texts by length inside encode(); pass them all at once
-        options = dict(batch_size=self.batch_size, show_progress_bar=self.show_progress,
+        options: dict[str, Any] = dict(batch_size=self.batch_size, show_progress_bar=self.show_progress,
                        convert_to_numpy=True, normalize_embeddings=True)
         encode_side = getattr(self.model, f"encode_{side}", None)  # sentence-transformers >= 5
         if encode_side is None:

@@ -79,7 +79,7 @@ class OfflineExtractor:
                         thing = opener
                     kinds = kind_words(sentence, document.title)
                 if self.resolve_pronouns and rows:
-                    replaced, named = sentence, None
+                    replaced, named = sentence, ""  # named is set wherever replaced changes
                     if opening:
                         replaced = substitute_thing(sentence, opening[0], kinds if opening[1] == thing else frozenset())
                         named = opening[1]

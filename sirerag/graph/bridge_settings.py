@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sirerag.core.errors import check
 
@@ -33,6 +34,7 @@ class BridgeSettings:
                      specificity: float | None = None, title_passages: float | None = None,
                      synonym_titles: float | None = None) -> "BridgeSettings":
         """Settings from retriever options (None: the default), validated."""
+        given: dict[str, Any]
         given = {"hops": hops, "top": top, "threshold": threshold, "weight": weight, "max_seeds": max_seeds,
                  "seed_weight": seed_weight, "titles": titles, "specificity": specificity,
                  "title_passages": title_passages, "synonym_titles": synonym_titles}

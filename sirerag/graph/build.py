@@ -149,8 +149,8 @@ def structural_edges(
         for a in range(len(nodes)):
             contains.add((nodes[a], passage_pos[prop.doc_id]))
             for b in range(a + 1, len(nodes)):
-                key = (min(nodes[a], nodes[b]), max(nodes[a], nodes[b]))
-                cooc[key] = cooc.get(key, 0.0) + 1.0
+                pair = (min(nodes[a], nodes[b]), max(nodes[a], nodes[b]))
+                cooc[pair] = cooc.get(pair, 0.0) + 1.0
         if nodes:
             facts.append(GraphFact(id=prop.id, text=prop.text, passage=prop.doc_id, entities=tuple(nodes)))
     n_entities = len(entity_pos)

@@ -95,17 +95,17 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
         write_json(directory / TAGGER, tagger_counts)
         record["tagger"] = {"path": TAGGER, "kind": "rules"}
     if fact_ids and propositions is not None and propositions.is_file():
-        rows = _fact_rows(fact_ids, propositions)
-        if rows is not None:
-            save_npy(directory / FACT_ROWS, rows)
-            record["fact_rows"] = {"path": FACT_ROWS, "facts": int(rows.size),
+        fact_rows = _fact_rows(fact_ids, propositions)
+        if fact_rows is not None:
+            save_npy(directory / FACT_ROWS, fact_rows)
+            record["fact_rows"] = {"path": FACT_ROWS, "facts": int(fact_rows.size),
                                    "propositions_sha256": sha256_file(propositions)}
     return record
 
 
 def _fact_rows(fact_ids: Sequence[str], propositions: Path) -> np.ndarray | None:
     """The line of each fact's proposition in ``propositions`` (0-based), or None when one is missing."""
-    line = {}
+    line: dict[Any, int] = {}
     for i, record in enumerate(read_jsonl(propositions)):
         line.setdefault(record.get("id") if isinstance(record, dict) else None, i)
     missing = [fid for fid in fact_ids if fid not in line]

@@ -7,7 +7,7 @@ backend is chosen by the caller and swapped without touching the stages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Literal, Protocol, Sequence, get_args, overload, runtime_checkable
+from typing import TYPE_CHECKING, Iterator, Literal, Protocol, Sequence, get_args, overload, runtime_checkable
 
 from sirerag.core.errors import SireragError
 
@@ -85,14 +85,44 @@ class LLM(Protocol):
         self, requests: Sequence[LLMRequest], *, return_exceptions: bool
     ) -> list[Completion | LLMCallError]: ...
 
-    def complete_many(self, requests, *, return_exceptions=False):  # type: ignore[no-untyped-def]
+    def complete_many(self, requests: Sequence[LLMRequest], *, return_exceptions: bool = False
+                      ) -> list[Completion] | list[Completion | LLMCallError]:
         """Complete every request, in order. With ``return_exceptions`` a failed item is
         returned as its :class:`LLMCallError` instead of raising, so one bad item never
         loses the others' results."""
         ...
 
 
-class StreamingLLM:
+class Batching:
+    """``complete`` and ``complete_many`` of a backend (see :class:`LLM`) over its :meth:`complete_all`, which
+    returns every result, a failure as its :class:`LLMCallError`."""
+
+    def complete_all(self, requests: Sequence[LLMRequest]) -> list[Completion | LLMCallError]:
+        raise NotImplementedError
+
+    def complete(self, request: LLMRequest) -> Completion:
+        return self.complete_many([request])[0]
+
+    @overload
+    def complete_many(self, requests: Sequence[LLMRequest]) -> list[Completion]: ...
+
+    @overload
+    def complete_many(
+        self, requests: Sequence[LLMRequest], *, return_exceptions: bool
+    ) -> list[Completion | LLMCallError]: ...
+
+    def complete_many(self, requests: Sequence[LLMRequest], *, return_exceptions: bool = False
+                      ) -> list[Completion] | list[Completion | LLMCallError]:
+        """Complete every request, in order (see :class:`LLM`)."""
+        results = self.complete_all(requests)
+        if not return_exceptions:
+            for result in results:
+                if isinstance(result, LLMCallError):
+                    raise result
+        return results
+
+
+class StreamingLLM(Batching):
     """Base class for backends that yield results as they finish.
 
     A subclass implements :meth:`iter_complete`, yielding ``(position, result)`` pairs
@@ -101,21 +131,15 @@ class StreamingLLM:
     The call cache stores each result as soon as it is yielded.
     """
 
-    spec: str
+    if TYPE_CHECKING:  # a backend's spec is a read-only property or an attribute set in __init__
+        @property
+        def spec(self) -> str: ...
 
     def iter_complete(self, requests: Sequence[LLMRequest]) -> Iterator[tuple[int, Completion | LLMCallError]]:
         raise NotImplementedError
 
-    def complete(self, request: LLMRequest) -> Completion:
-        return self.complete_many([request])[0]  # type: ignore[return-value]
-
-    def complete_many(self, requests: Sequence[LLMRequest], *, return_exceptions: bool = False):  # noqa: ANN201
-        """Complete every request, in order (see :class:`LLM`)."""
+    def complete_all(self, requests: Sequence[LLMRequest]) -> list[Completion | LLMCallError]:
         results: list[Completion | LLMCallError | None] = [None] * len(requests)
         for position, result in self.iter_complete(requests):
             results[position] = result
-        if not return_exceptions:
-            for result in results:
-                if isinstance(result, LLMCallError):
-                    raise result
-        return results
+        return results  # type: ignore[return-value]  # every position is filled: iter_complete yields each once

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 
 from sirerag.core.io.sqlite import cache_errors
 from sirerag.llm.accounting import UsageLedger
-from sirerag.llm.base import Completion, LLMCallError, LLMRequest, TransientLLMError
+from sirerag.llm.base import Batching, Completion, LLMCallError, LLMRequest, TransientLLMError
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,8 @@ class CallCache:
     def start_run(self, spec: str) -> int:
         with cache_errors(self.path), self._lock:
             cur = self._conn.execute("INSERT INTO runs (started, spec) VALUES (?, ?)", (time.time(), spec))
+            if cur.lastrowid is None:  # an INSERT sets it
+                raise RuntimeError(f"{self.path}: the new run got no row id")
             return int(cur.lastrowid)
 
     def count(self, run_id: int, *, hits: int = 0, misses: int = 0, failures: int = 0,
@@ -174,7 +176,7 @@ class CallCache:
             self._conn.close()
 
 
-class CachedLLM:
+class CachedLLM(Batching):
     """Wraps a backend so every call goes through a :class:`CallCache`.
 
     Identical requests in one batch are sent once. Results are stored as they
@@ -206,10 +208,7 @@ class CachedLLM:
     def key(self, request: LLMRequest) -> str:
         return cache_key(self.spec, self.model, request)
 
-    def complete(self, request: LLMRequest) -> Completion:
-        return self.complete_many([request])[0]  # type: ignore[return-value]
-
-    def complete_many(self, requests: Sequence[LLMRequest], *, return_exceptions: bool = False):  # noqa: ANN201
+    def complete_all(self, requests: Sequence[LLMRequest]) -> list[Completion | LLMCallError]:
         """Complete every request in order, from the cache where possible; see :class:`LLM`."""
         results: list[Completion | LLMCallError | None] = [None] * len(requests)
         keys = [self.key(r) for r in requests]
@@ -227,6 +226,7 @@ class CachedLLM:
         if hits:
             self._count(hits=hits)
         todo = [positions[0] for positions in pending.values()]
+        later: Completion | LLMCallError
         for j, result in self._stream([requests[i] for i in todo]):
             first = todo[j]
             request = requests[first]
@@ -248,14 +248,10 @@ class CachedLLM:
                 results[i] = result if n == 0 else later
             if isinstance(result, Completion) and len(pending[keys[first]]) > 1:
                 self._count(hits=len(pending[keys[first]]) - 1)  # duplicates in the batch cost nothing
-        for request, result in zip(requests, results):
-            if isinstance(result, Completion):
-                self.usage.record(request, result)
-        if not return_exceptions:
-            for result in results:
-                if isinstance(result, LLMCallError):
-                    raise result
-        return results
+        for request, found in zip(requests, results):
+            if isinstance(found, Completion):
+                self.usage.record(request, found)
+        return results  # type: ignore[return-value]  # every position is filled: each key was sent or a hit
 
     def _stream(self, requests: list[LLMRequest]) -> Iterator[tuple[int, Completion | LLMCallError]]:
         if not requests:

@@ -210,7 +210,8 @@ def _load(path: str, gguf_file: str | None, adapter: str | None, adapter_hash: s
             logger.info("loading %s%s on %s", path, f" ({gguf_file})" if gguf_file else "", device)
             extra = {"gguf_file": gguf_file} if gguf_file else {}
             tokenizer = AutoTokenizer.from_pretrained(path, **extra)
-            lm = AutoModelForCausalLM.from_pretrained(path, **extra).to(device)
+            model: Any = AutoModelForCausalLM.from_pretrained(path, **extra)  # transformers types .to oddly
+            lm = model.to(device)
             tokenizer.padding_side = "left"
             if tokenizer.pad_token_id is None:
                 pad = lm.generation_config.pad_token_id

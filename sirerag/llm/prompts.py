@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from sirerag.llm.base import LLMRequest
+from sirerag.llm.base import LLMRequest, Role
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class PromptTemplate:
     def key(self) -> str:
         return f"{self.name}@{self.version}"
 
-    def messages(self, **fields: str) -> tuple[tuple[str, str], ...]:
-        out: list[tuple[str, str]] = []
+    def messages(self, **fields: str) -> tuple[tuple[Role, str], ...]:
+        out: list[tuple[Role, str]] = []
         if self.system:
             out.append(("system", self.system))
         out.append(("user", self.user.format(**fields)))

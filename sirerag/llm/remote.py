@@ -93,6 +93,8 @@ class EngineLLM(StreamingLLM):
         batch_size: requests per batch.
     """
 
+    spec: str  # an attribute here, a read-only property in the other backends
+
     def __init__(self, spec: str, model: str, worker_specs: Sequence[str], *, config: LLMConfig, engine: Any,
                  batch_size: int) -> None:
         self.spec, self.model = spec, model

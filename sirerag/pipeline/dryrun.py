@@ -58,9 +58,11 @@ class DryRunReport:
     plan: list[str] = field(default_factory=list)
 
     def total(self) -> StageEstimate:
-        return StageEstimate("total", *(sum(getattr(s, f) for s in self.stages) for f in
-                                        ("calls", "input_tokens", "output_tokens_max", "output_tokens_est")),
-                             basis="", cached=sum(s.cached for s in self.stages))
+        def total(f: str) -> int:
+            return sum(getattr(s, f) for s in self.stages)
+
+        return StageEstimate("total", total("calls"), total("input_tokens"), total("output_tokens_max"),
+                             total("output_tokens_est"), basis="", cached=total("cached"))
 
     def to_dict(self) -> dict[str, Any]:
         return {"llm": self.llm, "corpus": self.corpus, "plan": self.plan, "stages": [asdict(s) for s in self.stages],

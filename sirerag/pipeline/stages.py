@@ -157,6 +157,7 @@ class BuildRunner(IndexWriter):
         from sirerag.trees.similarity import build_similarity_tree
 
         config = self.config
+        assert self.leaf_embeddings is not None, "embed_leaves runs before similarity_tree"
         tree = build_similarity_tree(self.chunks, self.leaf_embeddings, embedder=self.models.embedder(),
                                      summarizer=self.models.summarizer(), clustering=config.clustering,
                                      tree=config.tree, random_state=config.seed, show_progress=self.show_progress)
@@ -190,6 +191,7 @@ class BuildRunner(IndexWriter):
         from sirerag.pool.store import flatten
         from sirerag.trees.similarity import leaves_from_chunks
 
+        assert self.leaf_embeddings is not None, "embed_leaves runs before pool"
         trees = [self.trees.get("similarity") or leaves_from_chunks(self.chunks, self.leaf_embeddings)]
         self.write_pool(flatten(trees + [self.trees[t] for t in ("relatedness",) if t in self.trees]))
         # the pool holds every node and row now: the trees' own copies are not kept for the later stages

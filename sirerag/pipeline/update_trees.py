@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.core.config import BuildConfig
-from sirerag.core.types import Chunk, Node
+from sirerag.core.types import Chunk, Node, Tree
 
 
 class TreeUpdate:
@@ -27,7 +27,7 @@ class TreeUpdate:
         self.stats: dict[str, Any] = {}
         self.written = 0
 
-    def _update(self, name: str, base_kinds: tuple[str, ...], base: list[Node], summaries: bool) -> None:
+    def _update(self, name: Tree, base_kinds: tuple[str, ...], base: list[Node], summaries: bool) -> None:
         from sirerag.trees.incremental import old_levels, update_tree
 
         if not summaries:

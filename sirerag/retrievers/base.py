@@ -25,6 +25,14 @@ class Retriever(Protocol):
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]: ...
 
+    def close(self) -> None:
+        """Release what the retriever holds (a worker process, the retrievers it fuses); twice is harmless."""
+
+    def __enter__(self) -> Any:  # the retriever itself (typing.Self needs Python 3.11)
+        ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 class Closing:
     """``close()`` and the context-manager protocol of a retriever: ``with load_retriever(...) as r:``.

@@ -151,6 +151,7 @@ class PPRRetriever(Closing):
     def link(self, queries: Sequence[str], query_embeddings: np.ndarray) -> list[Seeds]:
         """Seeds of each query (entity weights and the facts used)."""
         if self.linking == "ner":
+            assert self.tagger is not None, "ner linking has a tagger"
             found = [list(dict.fromkeys(e for e in self.tagger(q) if e)) for q in queries]
             matched = [self.surface.match(q) if self.surface is not None else [] for q in queries]
             found = [uncovered(q, ents, m) for q, ents, m in zip(queries, found, matched)]
@@ -203,6 +204,7 @@ class PPRRetriever(Closing):
         results, column = [], 0
         for i, s in enumerate(seeds):
             if s.entities:
+                assert entry_mass is not None, "a query with seed entities has a PPR column"
                 scores = entry_mass[:, column]
                 column += 1
             else:
@@ -257,7 +259,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
     aids = meta.get("query_aids") or {}
     settings = dict(meta.get("settings", {}))
     given = {"damping": damping, "tol": tol, "max_iter": max_iter}  # None: the value recorded with the graph
-    kwargs = {name: value if value is not None else settings[name] for name, value in given.items()
+    kwargs: dict[str, Any] = {name: value if value is not None else settings[name] for name, value in given.items()
               if value is not None or name in settings}
     tuning = {"passage_weight": passage_weight, "top_facts": top_facts, "top_entities": top_entities,
               "surface": surface, "passage_seeds": passage_seeds, "bm25_share": bm25_share, "entry_score": entry_score}

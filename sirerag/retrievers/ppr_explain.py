@@ -128,7 +128,7 @@ def explain(retriever: Any, question: str, titles: dict[str, str], *, k: int = 1
         passage = graph.passages[int(position)]
         title = titles.get(passage, "")
         neighbours = adjacency.indices[adjacency.indptr[node]:adjacency.indptr[node + 1]]
-        found = {"seed": [], "bridge": []}
+        found: dict[str, list[Any]] = {"seed": [], "bridge": []}
         for n in neighbours:
             kind = "seed" if n in seed_nodes else "bridge" if n in bridged else None
             if kind:

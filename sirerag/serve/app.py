@@ -43,7 +43,8 @@ STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (UnknownIndexError, 404), (InputError, 400), (ConfigError, 400), (IndexLockedError, 503),
     (IndexChangedError, 503),
 )
-ERRORS = {status: {"model": schemas.Error} for status in (400, 401, 404, 413, 500, 502, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {status: {"model": schemas.Error}
+                                           for status in (400, 401, 404, 413, 500, 502, 503)}
 
 
 def status_of(exc: BaseException) -> int:

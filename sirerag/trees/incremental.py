@@ -53,7 +53,7 @@ from sirerag.text.tokens import count_tokens_many
 from sirerag.trees.staleness import Staleness
 from sirerag.trees.base import TreeResult
 from sirerag.trees.recursive import build_summary_levels
-from sirerag.core.types import Node
+from sirerag.core.types import Node, Tree
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def old_levels(nodes: Sequence[Node], tree: str, base_kinds: tuple[str, ...]) ->
     return levels or [[]]
 
 
-def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, np.ndarray], *, tree_name: str,
+def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, np.ndarray], *, tree_name: Tree,
                 embedder: Any, summarizer: Any, clustering: ClusteringConfig, levels: int, random_state: int,
                 successors: dict[str, list[str]] | None = None, refresh_threshold: float = 0.0,
                 staleness: dict[str, int] | None = None) -> tuple[list[list[Node]], UpdateStats]:
@@ -160,7 +160,7 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
 def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: Sequence[Node],
                   successors: dict[str, list[str]], vectors: dict[str, np.ndarray], stats: UpdateStats,
                   staleness: Staleness, *,
-                  tree_name: str, level: int, embedder: Any, summarizer: Any, clustering: ClusteringConfig,
+                  tree_name: Tree, level: int, embedder: Any, summarizer: Any, clustering: ClusteringConfig,
                   random_state: int) -> tuple[list[Node], dict[str, list[str]]]:
     by_id = {n.id: n for n in prev_new}
     old_ids = {n.id for n in prev_old}
@@ -190,15 +190,15 @@ def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: S
     kept: list[Node | None] = []
     todo: list[_Group] = []
     for group in groups:
-        parent = group.parent
+        old_parent = group.parent
         if not group.members:
             stats.dropped_clusters += 1
-        elif parent is not None and tuple(group.members) == parent.children:
+        elif old_parent is not None and tuple(group.members) == old_parent.children:
             passages = tuple(dict.fromkeys(p for m in group.members for p in by_id[m].passages))
-            kept.append(parent if passages == parent.passages else replace(parent, passages=passages))
-        elif parent is not None and parts[parent.id] == 1 and \
-                (node := staleness.keep(parent, group.members, by_id, old_by_id, tokens, stats)) is not None:
-            vectors[node.id] = vectors[parent.id]
+            kept.append(old_parent if passages == old_parent.passages else replace(old_parent, passages=passages))
+        elif old_parent is not None and parts[old_parent.id] == 1 and \
+                (node := staleness.keep(old_parent, group.members, by_id, old_by_id, tokens, stats)) is not None:
+            vectors[node.id] = vectors[old_parent.id]
             kept.append(node)
         else:
             kept.append(None)
@@ -269,7 +269,7 @@ def _split_oversized(groups: list[_Group], vectors: dict[str, np.ndarray], token
     return out
 
 
-def _summarise(groups: list[_Group], by_id: dict[str, Node], vectors: dict[str, np.ndarray], *, tree_name: str,
+def _summarise(groups: list[_Group], by_id: dict[str, Node], vectors: dict[str, np.ndarray], *, tree_name: Tree,
                level: int, embedder: Any, summarizer: Any) -> list[Node]:
     if not groups:
         return []

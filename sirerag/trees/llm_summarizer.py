@@ -13,7 +13,7 @@ import logging
 from typing import Sequence
 
 from sirerag.core.errors import check
-from sirerag.llm.base import LLM, LLMCallError, LLMRequest
+from sirerag.llm.base import LLM, Completion, LLMCallError, LLMRequest
 from sirerag.llm.progress import run_requests
 from sirerag.llm.prompts import SUMMARY
 
@@ -72,6 +72,8 @@ class LLMSummarizer:
                 f"(first: group {first_group}: {first_error}); completed ones are cached, rerun to retry the rest"
             )
         for i, result in zip(positions, results):
+            if not isinstance(result, Completion):
+                continue  # never: a failure raised above
             text = result.text.strip()
             if not text:
                 logger.warning("%s returned an empty summary for group %d (%d texts)", self.llm.spec, i, len(groups[i]))

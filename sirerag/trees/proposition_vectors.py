@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -47,7 +47,17 @@ def encode_unique(embedder: Any, texts: Sequence[str]) -> np.ndarray:
     return rows[[where[t] for t in texts]]
 
 
-def embed_propositions(embedder: Any, propositions: Sequence[Proposition]) -> np.ndarray:
+class Statement(Protocol):
+    """What is embedded as a proposition: a :class:`~sirerag.core.types.Proposition`, or a graph's fact."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def embed_propositions(embedder: Any, propositions: Sequence[Statement]) -> np.ndarray:
     """One row per proposition (its white-space-collapsed text), in input order."""
     return encode_unique(embedder, [collapse_ws(p.text) for p in propositions])
 
@@ -186,7 +196,7 @@ def load_proposition_vectors(index: str | Path, count: int) -> np.ndarray | None
     return np.asarray(rows, dtype=np.float32)
 
 
-def vectors_for(propositions: Sequence[Proposition], known: Mapping[str, np.ndarray], embedder: Any) -> np.ndarray:
+def vectors_for(propositions: Sequence[Statement], known: Mapping[str, np.ndarray], embedder: Any) -> np.ndarray:
     """Rows for ``propositions``: a row of ``known`` (by proposition id) where there is one, the rest
     embedded (an update embeds only its new propositions)."""
     missing = [p for p in propositions if p.id not in known]

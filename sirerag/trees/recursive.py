@@ -27,7 +27,7 @@ from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import SireragError, check
 from sirerag.text.tokens import count_tokens_many
 from sirerag.trees.base import TreeResult, TreeStats
-from sirerag.core.types import Node
+from sirerag.core.types import Node, Tree
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 def build_summary_levels(
     base: TreeResult,
     *,
-    tree_name: str,
+    tree_name: Tree,
     embedder: Any,
     summarizer: Any,
     clustering: ClusteringConfig,
@@ -123,7 +123,7 @@ def _summary_level(
     current: Sequence[Node],
     clusters: Sequence[np.ndarray],
     *,
-    tree_name: str,
+    tree_name: Tree,
     level: int,
     embedder: Any,
     summarizer: Any,

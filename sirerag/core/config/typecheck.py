@@ -35,7 +35,8 @@ def check_types(obj: Any, where: str = "") -> None:
         where: prefix of the field name in the message, e.g. ``"clustering"`` gives
             ``"clustering.threshold must be a number, got '0.1'"``.
     """
-    hints = _hints(type(obj))
+    cls: type = type(obj)
+    hints = _hints(cls)
     prefix = f"{where}." if where and not where.endswith((" ", ".")) else where
     for f in fields(obj):
         value = getattr(obj, f.name)

@@ -50,7 +50,8 @@ def split_sections(source: str) -> list[Section]:
     sections: list[Section] = []
     seen: dict[str, int] = {}
     stack: list[tuple[int, str, str]] = []  # (level, title, slug) of the open headings
-    start, path, slug = 0, (), ""
+    start, slug = 0, ""
+    path: tuple[str, ...] = ()
     for level, first, after, title in headings:
         _append(sections, path, slug, lines[start:first])
         while stack and stack[-1][0] >= level:
