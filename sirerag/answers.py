@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError, check
@@ -22,6 +22,9 @@ from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.retrievers.base import Hit
 from sirerag.core.types import Document, Node, Pool
 from sirerag.pool.titles import entry_title
+
+if TYPE_CHECKING:
+    from sirerag.llm.base import LLM
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +127,7 @@ class Answer:
         return terminal_text("\n".join(lines))
 
 
-def open_reader(spec: str, config: LLMConfig, *, option: str = "llm", cache_dir: str | Path | None = None) -> Any:
+def open_reader(spec: str, config: LLMConfig, *, option: str = "llm", cache_dir: str | Path | None = None) -> LLM:
     """The reader ``spec`` names, once its endpoint answered (the check of ``sirerag build``,
     :mod:`sirerag.llm.probe`): one ``llm.deadline`` covers the check and the reader's call with its
     retries, and no wait of either (``llm.timeout``, backoff, ``Retry-After``) runs past it.
@@ -167,7 +170,7 @@ def document_order(results: Sequence[SearchResult], positions: Mapping[str, tupl
     return sorted(range(len(results)), key=key)
 
 
-def answer_question(question: str, results: Sequence[SearchResult], llm: Any, pool: Any, *,
+def answer_question(question: str, results: Sequence[SearchResult], llm: LLM, pool: Pool, *,
                     token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
                     order: str = "rank", positions: Mapping[str, tuple[int, int]] | None = None) -> Answer:
     """Take ``results`` in rank order up to ``token_budget`` tokens, read them in ``order`` and ask ``llm``

@@ -21,9 +21,14 @@ from sirerag.core.config import BuildConfig, LLMConfig, QueryConfig
 from sirerag.core.errors import check
 
 if TYPE_CHECKING:
+    from sirerag.api_checks import CorpusArgument
     from sirerag.core.io.manifest import Manifest
-    from sirerag.core.types import Pool
+    from sirerag.core.types import Document, Pool
+    from sirerag.llm.base import LLM
+    from sirerag.pipeline.update import UpdateReport
+    from sirerag.pool.export import ExportReport
     from sirerag.pool.store import LoadedIndex
+    from sirerag.retrievers.base import Hit, Retriever
 
 logger = logging.getLogger(__name__)
 
@@ -39,15 +44,16 @@ class Index:
 
     def __init__(self, loaded: LoadedIndex) -> None:
         self._loaded = loaded
-        self._retrievers: dict[tuple[str | None, str], Any] = {}
-        self._documents: dict[str, Any] | None = None
+        self._retrievers: dict[tuple[str | None, str], Retriever] = {}
+        self._documents: dict[str, Document] | None = None
         self._loading = threading.Lock()  # threads searching one Index load each retriever once
         self._positions: dict[str, tuple[int, int]] | None = None  # ask(order="document")
 
     # -- making one ---------------------------------------------------------------------------------
     @classmethod
-    def build(cls, corpus: str | Path | Sequence[Any], out: str | Path, *, config: BuildConfig | None = None,
-              cache_dir: str | Path | None = None, show_progress: bool | None = None, **settings: Any) -> "Index":
+    def build(cls, corpus: CorpusArgument, out: str | Path, *, config: BuildConfig | None = None,
+              cache_dir: str | Path | None = None, show_progress: bool | None = None,
+              **settings: Any) -> "Index":  # Any: a section's settings as a mapping or its dataclass
         """Build an index from ``corpus`` into ``out`` and load it.
 
         Args:
@@ -109,12 +115,12 @@ class Index:
     def __repr__(self) -> str:
         return f"sirerag.Index({str(self.path)!r}, entries={len(self)})"
 
-    def documents(self) -> list[Any]:
+    def documents(self) -> list[Document]:
         """The documents the index holds (:class:`~sirerag.core.types.Document`)."""
         return self._loaded.documents()
 
-    # -- searching --------------------------------------------------------------------------------
-    def retriever(self, retriever: str | None = None, **options: Any) -> Any:
+    # -- searching (**options: Any, as each retriever takes its own, retrievers.options_of; checked on load) --
+    def retriever(self, retriever: str | None = None, **options: Any) -> Retriever:
         """The retriever ``retriever`` with ``options`` (None: the default for this index), loaded once
         and kept until :meth:`close`. Options as :func:`~sirerag.retrievers.load_retriever`."""
         from sirerag.retrievers import load_retriever
@@ -153,7 +159,7 @@ class Index:
         hits = self.retriever(retriever, **options).search_many(queries, k=k)
         return [[self._result(hit) for hit in row] for row in hits]
 
-    def _result(self, hit: Any) -> SearchResult:
+    def _result(self, hit: Hit) -> SearchResult:
         if self._documents is None:  # titles of the leaves' documents (an index may have been written without)
             from sirerag.pool.store import DOCUMENTS
 
@@ -161,8 +167,8 @@ class Index:
             self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
         return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents, self._loaded.pool)
 
-    # -- asking -----------------------------------------------------------------------------------
-    def ask(self, question: str, llm: Any, *, k: int = 10, retriever: str | None = None,
+    # -- asking (**options: the retriever's, as search) ---------------------------------------------
+    def ask(self, question: str, llm: str | LLM, *, k: int = 10, retriever: str | None = None,
             token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
             cache_dir: str | Path | None = None, llm_config: LLMConfig | None = None, order: str = "rank",
             **options: Any) -> Answer:
@@ -196,9 +202,8 @@ class Index:
             from sirerag.core.io.guard import check_cache_dir
 
             cache_dir = check_cache_dir(cache_dir, option="--reader-cache")
-        reader = llm
-        if isinstance(llm, str):
-            reader = open_reader(llm, LLMConfig() if llm_config is None else llm_config, cache_dir=cache_dir)
+        reader_config = LLMConfig() if llm_config is None else llm_config
+        reader = open_reader(llm, reader_config, cache_dir=cache_dir) if isinstance(llm, str) else llm
         results = self.search(question, k=k, retriever=retriever, **options)
         try:
             if order == "document" and self._positions is None:
@@ -212,34 +217,41 @@ class Index:
                     close()
 
     # -- changing and exporting -------------------------------------------------------------------
-    def add(self, corpus: str | Path | Sequence[Any], *, sync: bool = False, follow_outside_links: bool = False,
-            **options: Any) -> Any:
-        """Add or update documents in place (``sirerag add``) and reload; returns the
-        :class:`~sirerag.pipeline.update.UpdateReport`. A folder's documents are keyed by relative path;
-        ``sync=True`` also removes the documents it gave whose files are gone; ``follow_outside_links=True``
-        reads the files its symbolic links lead to outside it. ``options``: ``cache_dir``,
-        ``refresh_threshold``, ``drift_warn``, ``show_progress`` (default: when stderr is a terminal)."""
-        from sirerag.pipeline.update import update_index
+    def add(self, corpus: CorpusArgument, *, sync: bool = False, follow_outside_links: bool = False,
+            cache_dir: str | Path | None = None, refresh_threshold: float | None = None,
+            drift_warn: float | None = None, show_progress: bool | None = None) -> UpdateReport:
+        """Add or update documents in place (``sirerag add``) and reload. A folder's documents are keyed by
+        relative path; ``sync=True`` also removes the documents it gave whose files are gone;
+        ``follow_outside_links=True`` reads the files its symbolic links lead to outside it.
 
+        ``cache_dir``: the model-call caches (default ``<index>/cache``); ``refresh_threshold``, ``drift_warn``:
+        as ``sirerag add`` (None: the defaults of :class:`~sirerag.pipeline.changes.UpdateConfig`);
+        ``show_progress``: progress bars (None: when stderr is a terminal)."""
         warn = self._loaded.manifest.build_config().chunking.warn_passage_bytes
-        corpus = api_checks.corpus_argument(corpus, warn_passage_bytes=warn)
-        options["show_progress"] = progress(options.get("show_progress"))
-        report = update_index(self.path, add=corpus, sync=sync, follow_outside_links=follow_outside_links,
-                              **options)
-        self._reload()
-        return report
+        change = {"add": api_checks.corpus_argument(corpus, warn_passage_bytes=warn), "sync": sync,
+                  "follow_outside_links": follow_outside_links}
+        return self._update(change, cache_dir, refresh_threshold, drift_warn, show_progress)
 
-    def remove(self, ids: Iterable[str], **options: Any) -> Any:
+    def remove(self, ids: str | Iterable[str], *, cache_dir: str | Path | None = None,
+               refresh_threshold: float | None = None, drift_warn: float | None = None,
+               show_progress: bool | None = None) -> UpdateReport:
         """Remove documents by id (``sirerag remove``) and reload; unknown ids change nothing and raise
-        :class:`~sirerag.core.errors.InputError`."""
+        :class:`~sirerag.core.errors.InputError`. The keywords as :meth:`add`."""
+        return self._update({"remove": api_checks.ids_argument(ids)}, cache_dir, refresh_threshold, drift_warn,
+                            show_progress)
+
+    def _update(self, change: dict[str, Any], cache_dir: str | Path | None, refresh_threshold: float | None,
+                drift_warn: float | None, show_progress: bool | None) -> UpdateReport:
         from sirerag.pipeline.update import update_index
 
-        options["show_progress"] = progress(options.get("show_progress"))
-        report = update_index(self.path, remove=api_checks.ids_argument(ids), **options)
+        given = {"refresh_threshold": refresh_threshold, "drift_warn": drift_warn}  # None: update_index's default
+        tuning: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
+        report = update_index(self.path, **change, cache_dir=cache_dir, show_progress=progress(show_progress),
+                              **tuning)
         self._reload()
         return report
 
-    def export(self, out: str | Path, format: str = "jsonl", *, overwrite: bool = False) -> Any:
+    def export(self, out: str | Path, format: str = "jsonl", *, overwrite: bool = False) -> ExportReport:
         """Write the pool for other tools (``beir``, ``colbert``, ``jsonl``, ``parquet``); returns the
         :class:`~sirerag.pool.export.ExportReport`."""
         from sirerag.pool.export import export_pool
@@ -270,13 +282,13 @@ class Index:
 
     # -- async ------------------------------------------------------------------------------------
     async def asearch(self, query: str, k: int = 10, retriever: str | None = None,
-                      **options: Any) -> list[SearchResult]:
+                      **options: Any) -> list[SearchResult]:  # Any: as search
         """:meth:`search` in a worker thread (``asyncio.to_thread``): the event loop runs on, and calls overlap."""
         import asyncio
 
         return await asyncio.to_thread(self.search, query, k, retriever, **options)
 
-    async def aask(self, question: str, llm: Any, **options: Any) -> Answer:
+    async def aask(self, question: str, llm: str | LLM, **options: Any) -> Answer:  # Any: the keywords of ask
         """:meth:`ask` in a worker thread (``asyncio.to_thread``); arguments as :meth:`ask`."""
         import asyncio
 

@@ -14,10 +14,10 @@ import os
 import sys
 from dataclasses import fields, is_dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence, Union
 
 from sirerag.core.config import BuildConfig, QueryConfig
-from sirerag.core.config.sections import _SECTIONS
+from sirerag.core.config.sections import SECTIONS
 from sirerag.core.errors import ConfigError, InputError, check
 from sirerag.core.io.corpus import load_documents, strip_controls
 from sirerag.core.types import Document
@@ -27,6 +27,10 @@ logger = logging.getLogger(__name__)
 
 #: what a corpus argument may be, for messages
 CORPUS = "a path (a .jsonl/.json file or a folder) or a list of documents (dicts with a 'text' field)"
+#: what a corpus argument may be, for the type checker (a document's fields are JSON values: Any)
+CorpusArgument = Union[str, "os.PathLike[str]", Sequence[Union[Mapping[str, Any], Document]]]
+#: what ``trees`` may be, for messages
+TREES_HINT = "a list of tree names such as ['similarity', 'relatedness'] ([] for the leaves alone)"
 
 
 def check_path(value: Any, name: str) -> None:
@@ -43,7 +47,7 @@ def corpus_argument(corpus: Any, *, warn_passage_bytes: int = 1_000_000) -> str 
         InputError: a document is invalid (naming ``corpus[i]`` and the field), or there is none.
     """
     if isinstance(corpus, (str, os.PathLike)):
-        return corpus  # type: ignore[return-value]
+        return corpus if isinstance(corpus, (str, Path)) else Path(corpus)
     if isinstance(corpus, (dict, Document)):
         raise TypeError(f"corpus must be {CORPUS}, got one {type_name(corpus)}: put it in a list")
     if isinstance(corpus, (bytes, bytearray)) or not hasattr(corpus, "__iter__"):
@@ -114,7 +118,7 @@ SHORTHANDS: dict[str, tuple[str, str]] = {
 def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildConfig:
     """``config`` (default :class:`BuildConfig`) with ``settings`` applied, validated.
 
-    ``settings``: ``trees`` (a tuple, a comma string or ``"none"``), ``seed``, any config section as a
+    ``settings``: ``trees`` (:data:`TREES_HINT`: a list or tuple of names), ``seed``, any config section as a
     mapping of its fields or as its dataclass (``tree={"levels": 2}``), and the shorthands of
     :data:`SHORTHANDS` (``llm="hf:smollm2"``, ``chunking="passage"``, ``graph=True``,
     ``follow_outside_links=True``...).
@@ -126,21 +130,21 @@ def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildCon
     check(isinstance(config, BuildConfig), "config", config, "a sirerag.core.config.BuildConfig")
     overrides: dict[str, Any] = {}
     for name, value in settings.items():
-        if name == "trees" and isinstance(value, str):
-            value = () if value.strip() == "none" else tuple(t.strip() for t in value.split(",") if t.strip())
-        elif name == "trees" and isinstance(value, list):
+        if name == "trees":
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"trees must be {TREES_HINT}, got {value!r}")
             value = tuple(value)
         if name in SHORTHANDS and not isinstance(value, Mapping) and not is_dataclass(value):
             section, field = SHORTHANDS[name]
             overrides.setdefault(section, {})[field] = value
-        elif name in _SECTIONS and is_dataclass(value):
+        elif name in SECTIONS and is_dataclass(value):
             overrides.setdefault(name, {}).update({f.name: getattr(value, f.name) for f in fields(value)})
-        elif name in _SECTIONS and isinstance(value, Mapping):
+        elif name in SECTIONS and isinstance(value, Mapping):
             overrides.setdefault(name, {}).update(value)
         elif name in ("trees", "seed"):
             overrides[name] = value
         else:
-            allowed = sorted({"trees", "seed", *_SECTIONS, *SHORTHANDS})
+            allowed = sorted({"trees", "seed", *SECTIONS, *SHORTHANDS})
             raise ConfigError(f"unknown build setting {name}={value!r}; allowed: {allowed}")
     return config.with_overrides(**overrides).validate()
 

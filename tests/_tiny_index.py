@@ -30,8 +30,8 @@ def write_sample(path: Path, n: int) -> Path:
 
 
 def build_tiny_index(root: Path) -> Path:
-    """``root/index`` built from :data:`ROWS` with ``trees="none"``."""
+    """``root/index`` built from :data:`ROWS` with ``trees=[]``."""
     import sirerag
 
-    sirerag.Index.build(write_corpus(root / "corpus.jsonl"), root / "index", trees="none").close()
+    sirerag.Index.build(write_corpus(root / "corpus.jsonl"), root / "index", trees=[]).close()
     return root / "index"

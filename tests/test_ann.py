@@ -34,7 +34,7 @@ def corpora(tmp_path_factory):
     lines = (ROOT / "data" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
     (root / "old.jsonl").write_text("\n".join(lines[:40]) + "\n", encoding="utf-8")
     (root / "new.jsonl").write_text("\n".join(lines[40:48]) + "\n", encoding="utf-8")
-    sirerag.Index.build(root / "old.jsonl", root / "forced", trees="none", dense=FORCED,
+    sirerag.Index.build(root / "old.jsonl", root / "forced", trees=[], dense=FORCED,
                         cache_dir=root / "cache").close()
     return root
 
@@ -52,7 +52,7 @@ def test_built_when_forced_on_and_not_below_the_size(corpora, tmp_path):
     assert component["type"] == "usearch-hnsw" and component["vectors"] == entries and component["dim"] == 384
     record = manifest["files"][f"{ANN_DIR}/{ANN_FILE}"]
     assert record["sample_sha256"] and record["size"] == (corpora / "forced" / ANN_DIR / ANN_FILE).stat().st_size
-    sirerag.Index.build(corpora / "old.jsonl", tmp_path / "default", trees="none",
+    sirerag.Index.build(corpora / "old.jsonl", tmp_path / "default", trees=[],
                         cache_dir=corpora / "cache").close()
     default = json.loads((tmp_path / "default" / "manifest.json").read_text(encoding="utf-8"))
     assert "ann" not in default["components"] and not (tmp_path / "default" / ANN_DIR).exists()

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     root = tmp_path_factory.mktemp("api")
-    with sirerag.Index.build(write_corpus(root / "corpus.jsonl"), root / "index", trees="none") as built:
+    with sirerag.Index.build(write_corpus(root / "corpus.jsonl"), root / "index", trees=[]) as built:
         yield built
 
 
@@ -83,31 +83,34 @@ def test_build_settings_are_checked_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match=r"\[tree\] levels must be an integer"):
         sirerag.Index.build(corpus, out, tree={"levels": "4"})
     with pytest.raises(ConfigError, match=r"trees must be a tuple of distinct values"):
-        sirerag.Index.build(corpus, out, trees="similarity,forest")
+        sirerag.Index.build(corpus, out, trees=["similarity", "forest"])
+    with pytest.raises(ConfigError, match=r"trees must be a list of tree names such as \['similarity', "
+                                          r"'relatedness'\] \(\[\] for the leaves alone\), got 'similarity'$"):
+        sirerag.Index.build(corpus, out, trees="similarity")
     with pytest.raises(ConfigError, match=r"--embedder must be"):
         sirerag.Index.build(corpus, out, embedder="word2vec")
     assert not out.exists()
 
 
 def test_build_config_shorthands_and_the_llm_extractor():
-    config = build_config(trees="similarity", chunking="passage", graph=True, seed=7, tree={"levels": 2})
+    config = build_config(trees=["similarity"], chunking="passage", graph=True, seed=7, tree={"levels": 2})
     assert (config.trees, config.chunking.mode, config.graph.enabled, config.seed, config.tree.levels) == \
         (("similarity",), "passage", True, 7, 2)
-    assert build_config(trees="none").trees == ()
+    assert build_config(trees=[]).trees == ()
     # --llm alone: every stage that takes an LLM uses it, proposition extraction included
     assert build_config(llm="openai:m@http://127.0.0.1:9/v1").extraction.extractor == "llm"
     assert build_config(llm="openai:m@http://127.0.0.1:9/v1", extractor="offline").extraction.extractor == "offline"
     assert build_config().extraction.extractor == "offline"
     assert BuildConfig().extraction.extractor == "auto" and BuildConfig().validate().extraction.extractor == "offline"
     base = BuildConfig(seed=3)
-    assert build_config(base, trees="none").seed == 3
+    assert build_config(base, trees=[]).seed == 3
     with pytest.raises(ConfigError, match="config must be a sirerag.core.config.BuildConfig"):
         build_config({"seed": 3})  # type: ignore[arg-type]
 
 
 def test_add_remove_and_export_go_through_the_pipeline(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", ROWS[:2])
-    with sirerag.Index.build(corpus, tmp_path / "index", trees="none") as index:
+    with sirerag.Index.build(corpus, tmp_path / "index", trees=[]) as index:
         assert len(index) == 2
         report = index.add(write_corpus(tmp_path / "more.jsonl", ROWS[2:]))
         assert report.changed and report.counts["documents_added"] == 1 and len(index) == 3

@@ -111,15 +111,15 @@ def test_add_checks_its_corpus_as_a_jsonl_row(index, corpus, error, pattern):
 
 def test_build_takes_a_list_of_dicts_checked_as_jsonl_rows_and_refuses_the_rest_first(tmp_path):
     with pytest.raises(TypeError, match=r"^corpus must be a path .* got int$"):
-        sirerag.Index.build(42, tmp_path / "a", trees="none")
+        sirerag.Index.build(42, tmp_path / "a", trees=[])
     with pytest.raises(InputError, match=r"^corpus: empty corpus \(no documents\)$"):
-        sirerag.Index.build([], tmp_path / "b", trees="none")
+        sirerag.Index.build([], tmp_path / "b", trees=[])
     with pytest.raises(TypeError, match=r"^out must be a path \(str or pathlib.Path\), got int$"):
-        sirerag.Index.build(ROWS, 42, trees="none")
+        sirerag.Index.build(ROWS, 42, trees=[])
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()  # no cache/ left behind
     rows = [{"id": "a", "title": "Harwick\x00 Bridge", "text": "The Harwick Bridge was designed by\x00 Margaret Lowe."},
             dict(ROWS[1])]
-    with sirerag.Index.build(rows, tmp_path / "c", trees="none") as built:
+    with sirerag.Index.build(rows, tmp_path / "c", trees=[]) as built:
         docs = {d.id: d for d in built.documents()}
         assert sorted(docs) == ["a", "elm"]
         assert (docs["a"].title, docs["a"].text) == ("Harwick Bridge", "The Harwick Bridge was designed by Margaret Lowe.")

@@ -210,7 +210,7 @@ def story_index(tmp_path_factory):
 
     rows = [Document(id="story", text=" ".join(STORY)),
             Document(id="other", title="Other", text="The apple is a fruit that grows on trees.")]
-    sirerag.Index.build(rows, root / "index", trees="none", chunking={"max_tokens": 8}, show_progress=False).close()
+    sirerag.Index.build(rows, root / "index", trees=[], chunking={"max_tokens": 8}, show_progress=False).close()
     return root / "index"
 
 

@@ -95,6 +95,26 @@ def test_langchain_chain_answers_through_the_retriever(index_dir):
     assert len(prompts) == 1 and "Harwick Bridge\nThe Harwick Bridge was designed by Margaret Lowe" in prompts[0]
 
 
+@pytest.mark.parametrize("module", ["sirerag.integrations.llama_index", "sirerag.integrations.langchain"])
+def test_an_adapter_closes_the_index_it_opened_and_not_one_it_was_given(index_dir, module):
+    adapter_class = importlib.import_module(module).SireragRetriever
+
+    def make(index):
+        return adapter_class(index, retriever="dense") if "llama" in module else \
+            adapter_class(index=index, retriever="dense")
+
+    with make(str(index_dir)) as adapter:  # opened from a path: the adapter's to close
+        loaded = adapter.index.retriever("dense")
+        assert adapter.index.retriever("dense") is loaded  # kept while open
+    assert adapter.index.retriever("dense") is not loaded  # closed: the next search loads it again
+    with sirerag.Index.load(index_dir) as given:
+        loaded = given.retriever("dense")
+        with make(given) as adapter:
+            assert adapter.index is given
+        assert given.retriever("dense") is loaded  # the caller's index stays open
+        adapter.close()  # twice is harmless
+
+
 @pytest.mark.parametrize("module, framework, extra", [
     ("sirerag.integrations.llama_index", "llama_index.core", "llamaindex"),
     ("sirerag.integrations.langchain", "langchain_core", "langchain"),

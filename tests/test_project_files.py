@@ -78,5 +78,5 @@ def test_build_shows_progress_when_stderr_is_a_terminal(monkeypatch, tmp_path, t
     monkeypatch.setattr(sirerag.Index, "load", classmethod(lambda cls, path: path))
     monkeypatch.setattr(sys, "stderr", _Stderr(tty))
     kwargs = {} if given is None else {"show_progress": given}
-    sirerag.Index.build([{"id": "a", "title": "A", "text": "x"}], tmp_path / "i", trees="none", **kwargs)
+    sirerag.Index.build([{"id": "a", "title": "A", "text": "x"}], tmp_path / "i", trees=[], **kwargs)
     assert seen == [shown]

@@ -75,7 +75,7 @@ def test_search_one_query_and_a_batch_from_one_commit(client, index_dir):
 
 def test_several_indexes_each_by_name(tmp_path, index_dir):
     other = tmp_path / "other"
-    sirerag.Index.build(write_corpus(tmp_path / "c.jsonl", [NEW]), other, trees="none").close()
+    sirerag.Index.build(write_corpus(tmp_path / "c.jsonl", [NEW]), other, trees=[]).close()
     with TestClient(create_app(parse_indexes([str(index_dir), f"lights={other}"]))) as client:
         assert [i["name"] for i in client.get("/indexes").json()["indexes"]] == ["index", "lights"]
         hits = client.post("/search", json={"index": "lights", "query": "lighthouse", "k": 1}).json()

@@ -23,7 +23,7 @@ from _llm_server import EmbeddingServer, free_port
 from finetune.config import LoRAConfig, ModelConfig, OptimConfig, TrainConfig
 from sirerag.cli.main import main
 from sirerag.core.config import BuildConfig, ChunkingConfig, load_config
-from sirerag.core.config.sections import _SECTIONS
+from sirerag.core.config.sections import SECTIONS as BUILD_SECTIONS
 from sirerag.core.errors import ConfigError, InputError, SireragError
 from sirerag.core.io.corpus import load_corpus
 from sirerag.llm.base import LLMCallError
@@ -103,7 +103,7 @@ def _wrong_values(hint: object) -> list[object]:
     return [3] if str in typing.get_args(hint) else []  # str | None
 
 
-SECTIONS = [(name, cls) for name, cls in _SECTIONS.items()] + [("model", ModelConfig), ("lora", LoRAConfig),
+SECTIONS = [(name, cls) for name, cls in BUILD_SECTIONS.items()] + [("model", ModelConfig), ("lora", LoRAConfig),
                                                                ("optim", OptimConfig)]
 
 

@@ -5,10 +5,12 @@ They sit beside the core: nothing in sirerag imports them, and importing one wit
 raises :class:`~sirerag.core.errors.MissingExtraError` (an ``ImportError``) naming the extra to install.
 Both search through :meth:`sirerag.Index.search` (their async calls through :meth:`sirerag.Index.asearch`, in a
 worker thread, so concurrent calls overlap and the event loop runs on) and carry every result's provenance in the
-framework's metadata (:func:`metadata`).
+framework's metadata (:func:`metadata`). An adapter given a path opens the index itself and closes it in
+``close()`` (or at the end of a ``with`` block); an adapter given a :class:`sirerag.Index` leaves it open.
 """
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,15 +20,39 @@ if TYPE_CHECKING:
     from sirerag.api import Index
 
 
-def open_index(index_or_path: Any) -> Index:
-    """A :class:`sirerag.Index` as given, or loaded from a path."""
+#: the indexes the adapters loaded from a path (theirs to close)
+_OPENED: weakref.WeakSet[Index] = weakref.WeakSet()
+
+
+def open_index(index_or_path: Any) -> Index:  # Any: checked here, a TypeError naming what was given
+    """A :class:`sirerag.Index` as given, or loaded from a path (then :class:`ClosesIndex` closes it)."""
     from sirerag.api import Index
 
     if isinstance(index_or_path, Index):
         return index_or_path
     if isinstance(index_or_path, (str, Path)):
-        return Index.load(index_or_path)
+        index = Index.load(index_or_path)
+        _OPENED.add(index)
+        return index
     raise TypeError(f"expected a sirerag.Index or an index directory, got {type(index_or_path).__name__}")
+
+
+class ClosesIndex:
+    """``close()`` and the context-manager protocol of an adapter: closes the index it opened from a path (an
+    index it was given is its caller's to close); closing twice is harmless."""
+
+    index: Index
+
+    def close(self) -> None:
+        if self.index in _OPENED:
+            _OPENED.discard(self.index)
+            self.index.close()
+
+    def __enter__(self) -> Any:  # the adapter itself (typing.Self needs Python 3.11)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_settings(k: Any, retriever: Any, *, k_name: str = "k") -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from sirerag.core.errors import require
-from sirerag.integrations import check_settings, metadata, open_index
+from sirerag.integrations import ClosesIndex, check_settings, metadata, open_index
 
 require("langchain_core", "langchain", purpose="the LangChain retriever")
 
@@ -24,7 +24,7 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, field_validator, model_validator  # noqa: E402
 
 
-class SireragRetriever(BaseRetriever):
+class SireragRetriever(ClosesIndex, BaseRetriever):
     """LangChain ``BaseRetriever`` answering with the entries of a sirerag index.
 
     Args:
@@ -32,6 +32,8 @@ class SireragRetriever(BaseRetriever):
         k: entries per query.
         retriever: sirerag retriever (``dense``, ``bm25``, ``ppr``, ``dense+bm25``...; None: the index's default).
         options: retriever and pool-rule options (as :meth:`sirerag.Index.search`).
+
+    Given a path, it opens the index and ``close()`` (or a ``with`` block) closes it.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from sirerag.core.errors import require
-from sirerag.integrations import check_settings, metadata, open_index
+from sirerag.integrations import ClosesIndex, check_settings, metadata, open_index
 
 require("llama_index.core", "llamaindex", purpose="the llama-index retriever")
 
@@ -27,7 +27,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa
 HIDDEN = ["entry_id", "title", "section", "tree", "kind", "level", "passages", "index"]
 
 
-class SireragRetriever(BaseRetriever):
+class SireragRetriever(ClosesIndex, BaseRetriever):
     """llama-index ``BaseRetriever`` answering with the entries of a sirerag index.
 
     Args:
@@ -35,6 +35,8 @@ class SireragRetriever(BaseRetriever):
         similarity_top_k: entries per query.
         retriever: sirerag retriever (``dense``, ``bm25``, ``ppr``, ``dense+bm25``...; None: the index's default).
         **options: retriever and pool-rule options (as :meth:`sirerag.Index.search`).
+
+    Given a path, it opens the index and ``close()`` (or a ``with`` block) closes it.
     """
 
     def __init__(self, index_or_path: Any, similarity_top_k: int = 10, retriever: str | None = None,

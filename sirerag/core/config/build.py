@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from sirerag.core.config.sections import (
-    _SECTIONS,
+    SECTIONS,
     TREE_CHOICES,
     ChunkingConfig,
     ClusteringConfig,
@@ -56,7 +56,7 @@ class BuildConfig:
         check(all(t in TREE_CHOICES for t in self.trees) and len(set(self.trees)) == len(self.trees), "trees",
               self.trees, f"a tuple of distinct values from {TREE_CHOICES} (empty for leaves only)")
         check(0 <= self.seed < SEED_LIMIT, "seed", self.seed, "an integer from 0 to 2**32 - 1")
-        for name in _SECTIONS:
+        for name in SECTIONS:
             getattr(self, name).validate()
         if self.extraction.extractor != "auto":
             return self
@@ -65,7 +65,7 @@ class BuildConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"trees": list(self.trees), "seed": self.seed}
-        for name in _SECTIONS:
+        for name in SECTIONS:
             section = getattr(self, name)
             out[name] = {f.name: getattr(section, f.name) for f in fields(section)}
         return out
@@ -73,7 +73,7 @@ class BuildConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "config") -> "BuildConfig":
         """Build from a nested mapping (a parsed TOML file); unknown keys are errors."""
-        allowed = {"trees", "seed", *_SECTIONS}
+        allowed = {"trees", "seed", *SECTIONS}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise ConfigError(f"{source}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
@@ -83,7 +83,7 @@ class BuildConfig:
             kwargs["trees"] = tuple(trees) if isinstance(trees, (list, tuple)) else trees
         if "seed" in data:
             kwargs["seed"] = data["seed"]
-        for name, section_cls in _SECTIONS.items():
+        for name, section_cls in SECTIONS.items():
             if name in data:
                 kwargs[name] = section_from_mapping(section_cls, data[name], f"{source}: [{name}]")
         config = cls(**kwargs)
@@ -96,12 +96,12 @@ class BuildConfig:
         for name, values in sections.items():
             if name in ("trees", "seed"):
                 changes[name] = values
-            elif name in _SECTIONS:
+            elif name in SECTIONS:
                 current = getattr(self, name)
                 section_from_mapping(type(current), values, f"[{name}]")  # rejects unknown fields
                 changes[name] = replace(current, **dict(values))
             else:
-                raise ConfigError(f"unknown config section {name!r}; allowed: {sorted(_SECTIONS)}")
+                raise ConfigError(f"unknown config section {name!r}; allowed: {sorted(SECTIONS)}")
         return replace(self, **changes)
 
 

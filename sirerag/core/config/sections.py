@@ -273,7 +273,8 @@ class EngineConfig:
               "a positive number of seconds")
 
 
-_SECTIONS: dict[str, type] = {
+#: the sections of a BuildConfig (its fields besides trees and seed): name -> dataclass
+SECTIONS: dict[str, type] = {
     "corpus": CorpusConfig,
     "chunking": ChunkingConfig,
     "embedder": EmbedderConfig,
