@@ -115,8 +115,11 @@ def test_add_remove_and_export_go_through_the_pipeline(tmp_path):
         report = index.add(write_corpus(tmp_path / "more.jsonl", ROWS[2:]))
         assert report.changed and report.counts["documents_added"] == 1 and len(index) == 3
         assert index.search("Botswana", k=1, retriever="bm25")[0].passages == ("okavango",)
-        report = index.remove("elm")
+        report = index.remove("elm", refresh_threshold=0.2, cache_dir=tmp_path / "cache")
         assert report.counts["documents_removed"] == 1
+        assert [(h.command, h.refresh_threshold) for h in index.manifest.history] == [("add", 0.3), ("remove", 0.2)]
+        with pytest.raises(TypeError, match="unexpected keyword argument 'refresh'"):
+            index.remove("harwick", refresh=0.2)  # type: ignore[call-arg]
         assert sorted(d.id for d in index.documents()) == ["harwick", "okavango"]
         with pytest.raises(InputError, match="1 document id.s. not in the index: nope; nothing was changed"):
             index.remove(["nope"])

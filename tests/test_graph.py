@@ -148,7 +148,7 @@ def test_save_load_round_trip(tmp_path):
     assert list(loaded.facts) == list(g.facts) and loaded.facts[-1] == g.facts[-1] and loaded.facts[1:3] == list(g.facts[1:3])
     with pytest.raises(IndexError, match="fact 4 of 4"):
         loaded.facts[4]
-    assert meta["settings"] == {"damping": 0.5} and meta["stats"] == g.stats
+    assert meta.settings.recorded() == {"damping": 0.5} and meta.stats == g.stats
     for path in (tmp_path / "graph").iterdir():  # plain formats only
         assert path.suffix in (".json", ".jsonl", ".npy")
         if path.suffix == ".npy":

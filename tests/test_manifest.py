@@ -195,6 +195,16 @@ def test_unknown_fields_are_kept_as_they_were(tmp_path):
     (lambda m: m.update(format_version="2"), r"manifest field 'format_version' must be an integer"),
     (lambda m: m["resources"].update(peak_rss_mib="1 GiB"),
      r"manifest field 'resources\.peak_rss_mib' must be a number, got '1 GiB'"),
+    # the inner records: config, counts, history, a component's rows and the graph's stats
+    (lambda m: m["config"].update(trees="similarity"), r"manifest field 'config\.trees' must be a list, got 'simil"),
+    (lambda m: m["counts"]["relatedness_tree"].update(aggregation_rule=3),
+     r"manifest field 'counts\.relatedness_tree\.aggregation_rule' must be a string, got 3"),
+    (lambda m: m["history"][0].update(documents_added="1"),
+     r"manifest field 'history\[0\]\.documents_added' must be an integer, got '1'"),
+    (lambda m: m["components"]["proposition_vectors"].update(rows="3"),
+     r"manifest field 'components\.proposition_vectors\.rows' must be an integer, got '3'"),
+    (lambda m: m["components"]["graph"]["stats"].update(linked_titles=0.5),
+     r"manifest field 'components\.graph\.stats\.linked_titles' must be an integer, got 0\.5"),
 ])
 def test_a_bad_field_stops_the_load_with_one_line_naming_it(built, tmp_path, change, message):
     import shutil

@@ -4,6 +4,7 @@ for an index built without them, and an incremental add writes them again for th
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def _forget_aids(monkeypatch):
 
     def without_aids(folder, **kwargs):
         graph, meta = load(folder, **kwargs)
-        return graph, {k: v for k, v in meta.items() if k != "query_aids"}
+        return graph, replace(meta, query_aids={})
 
     monkeypatch.setattr(store, "load_graph", without_aids)
 
@@ -93,7 +94,7 @@ def test_fact_rows_are_used_only_for_the_propositions_they_were_stored_for(graph
 
     index = load_index(graph_index)
     graph, meta = load_graph(graph_index / "graph", facts=True)
-    aids, props = meta["query_aids"], index.propositions()
+    aids, props = meta.query_aids, index.propositions()
     sha, vectors = index.manifest.files["propositions.jsonl"].sha256, load_proposition_vectors(graph_index, len(props))
     rows = load_fact_rows(graph_index / "graph", aids, facts=len(graph.facts), propositions_sha256=sha,
                           vectors=len(props))
@@ -114,11 +115,11 @@ def test_the_pools_nodes_are_used_only_for_the_entries_they_were_stored_for(grap
     graph, meta = load_graph(graph_index / "graph", facts=False)
     sha = index.manifest.files["entries.jsonl"].sha256
     given = {"entries": len(index.pool), "entries_sha256": sha, "nodes": graph.n_nodes}
-    pairs, (rows, nodes) = load_pool_nodes(graph_index / "graph", meta["query_aids"], **given)
+    pairs, (rows, nodes) = load_pool_nodes(graph_index / "graph", meta.query_aids, **given)
     assert pairs.tolist() == entry_node_pairs(index.pool, graph.passage_index).tolist() and pairs.shape[1] > len(rows)
     assert [rows.tolist(), nodes.tolist()] == [a.tolist() for a in seed_rows(index.pool, graph.passage_index)]
     for wrong in ({"entries_sha256": "0" * 64}, {"entries": len(index.pool) + 1}, {"nodes": 3}):
-        assert load_pool_nodes(graph_index / "graph", meta["query_aids"], **{**given, **wrong}) is None
+        assert load_pool_nodes(graph_index / "graph", meta.query_aids, **{**given, **wrong}) is None
 
 
 def test_an_index_without_aids_still_searches_and_says_why_it_is_slower(graph_index, monkeypatch, caplog):

@@ -31,6 +31,7 @@ from sirerag.core.io.files import loads_index_json, read_index_json
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
 from sirerag.graph.facts import FactTable, save_fact_arrays
+from sirerag.graph.meta import GRAPH_FORMAT, GraphMeta
 from sirerag.graph.query_aids import check_aid_paths, save_query_aids
 from sirerag.graph.surface import MIN_FORM_CHARS, surface_forms
 from sirerag.core.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
@@ -40,7 +41,6 @@ from sirerag.pool.store import ENTRIES, PROPOSITIONS
 logger = logging.getLogger(__name__)
 
 GRAPH_DIR = "graph"
-GRAPH_FORMAT = 1
 _META = "graph.json"
 _NODES = "nodes.jsonl"
 _FACTS = "facts.jsonl"
@@ -107,8 +107,8 @@ def _nodes(directory: Path) -> tuple[list[str], list[str], np.ndarray]:
     return entities, passages, np.array([n.get("passages", 0) for n in nodes[: len(entities)]], dtype=np.int64)
 
 
-def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGraph, dict[str, Any]]:
-    """Read a graph written by :func:`save_graph`; returns ``(graph, metadata)``. With ``facts=False`` the
+def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGraph, GraphMeta]:
+    """Read a graph written by :func:`save_graph`; returns ``(graph, its graph.json)``. With ``facts=False`` the
     facts and their embeddings are not read (the graph has none): what a search without fact linking needs.
 
     Raises:
@@ -118,11 +118,8 @@ def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGrap
     if not (directory / _META).is_file():
         raise IndexFormatError(f"{directory} holds no entity graph ({_META} is missing); "
                                "rebuild the index with --graph")
-    meta = read_json(directory / _META)
-    if meta.get("format") != GRAPH_FORMAT:
-        raise IndexFormatError(f"{directory / _META}: graph format {meta.get('format')!r} is not supported "
-                               f"(this version reads format {GRAPH_FORMAT}); rebuild the index")
-    check_aid_paths(directory, meta.get("query_aids"), directory / _META)
+    meta = GraphMeta.from_dict(read_json(directory / _META), directory / _META)
+    check_aid_paths(directory, meta.query_aids, directory / _META)
     entities, passages, counts = _nodes(directory)
     n = len(entities) + len(passages)
     indptr, indices, data = (load_npy(directory / f"adjacency_{part}.npy", mmap=True) for part in _CSR)
@@ -143,7 +140,7 @@ def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGrap
                                f"fact rows for {len(entities)} entities and {len(read_facts)} facts")
     graph = EntityGraph(entities=tuple(entities), passages=tuple(passages), adjacency=adjacency,
                         entity_passages=counts, facts=read_facts, entity_embeddings=ent_emb,
-                        fact_embeddings=fact_emb, stats=meta.get("stats", {}))
+                        fact_embeddings=fact_emb, stats=meta.stats)
     return graph, meta
 
 

@@ -256,8 +256,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
             logger.info("%s: no stored proposition vectors (an older build): PPR runs without bridging", index.path)
             settings_b = BridgeSettings(hops=0)
         graph, meta = load_graph(folder, facts=linking == "fact" or settings_b.hops > 0)  # facts: linking, bridging
-    aids = meta.get("query_aids") or {}
-    settings = dict(meta.get("settings", {}))
+    aids = meta.query_aids
+    settings = meta.settings.recorded()
     given = {"damping": damping, "tol": tol, "max_iter": max_iter}  # None: the value recorded with the graph
     kwargs: dict[str, Any] = {name: value if value is not None else settings[name] for name, value in given.items()
               if value is not None or name in settings}

@@ -17,9 +17,10 @@ FORMAT_MARKER = "sirerag-index"
 HEADER = ("format", "format_version", "sirerag_version", "files")
 
 
-def bad_field(where: str, expected: str, value: Any) -> IndexFormatError:
+def bad_field(where: str, expected: str, value: Any, record: str = "manifest") -> IndexFormatError:
+    """The error of a field of ``record`` (the manifest, or another file such as ``graph.json``)."""
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    return IndexFormatError(f"manifest field {where!r} must be {expected}, got {shown}")
+    return IndexFormatError(f"{record} field {where!r} must be {expected}, got {shown}")
 
 
 def is_int(value: Any) -> bool:
@@ -33,6 +34,7 @@ def _is_number(value: Any) -> bool:
 _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "str": (lambda v: isinstance(v, str), "a string"),
     "int": (is_int, "an integer"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
     "number": (_is_number, "a number"),
     "dict": (lambda v: isinstance(v, dict), "an object"),
     "list": (lambda v: isinstance(v, list), "a list"),
@@ -40,26 +42,27 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def as_object(data: Any, where: str) -> dict[str, Any]:
+def as_object(data: Any, where: str, record: str = "manifest") -> dict[str, Any]:
     if not isinstance(data, dict):
-        raise bad_field(where, "an object", data)
+        raise bad_field(where, "an object", data, record)
     return data
 
 
 def take(data: Mapping[str, Any], key: str, kind: str, where: str, *, required: bool = False,
-          nullable: bool = True) -> Any:
-    """``data[key]`` checked against ``kind`` (:data:`_KINDS`); None when absent (or null and ``nullable``)."""
+          nullable: bool = True, record: str = "manifest") -> Any:
+    """``data[key]`` checked against ``kind`` (:data:`_KINDS`); None when absent (or null and ``nullable``).
+    ``record``: the file the field is in, for the message."""
     name = f"{where}.{key}" if where else key
     if key not in data:
         if required:
-            raise IndexFormatError(f"manifest field {name!r} is missing")
+            raise IndexFormatError(f"{record} field {name!r} is missing")
         return None
     value = data[key]
     if value is None and nullable and not required:
         return None
     test, expected = _KINDS[kind]
     if not test(value):
-        raise bad_field(name, expected, value)
+        raise bad_field(name, expected, value, record)
     return value
 
 
