@@ -6,6 +6,8 @@ Documents given in Python are checked as the rows of a ``.jsonl`` corpus
 (:func:`sirerag.core.io.corpus.load_documents`); queries are cleaned as corpus texts are (control characters and
 lone surrogates removed: :func:`sirerag.core.io.corpus.strip_controls`), then checked by
 :func:`sirerag.retrievers.base.check_query` against :class:`~sirerag.core.config.QueryConfig`.
+
+The checks take ``Any``: each is given whatever the caller passed, and its job is to refuse what is wrong.
 """
 from __future__ import annotations
 

@@ -11,8 +11,11 @@ source passage ids) plus the retriever's ``score``.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from sirerag.answers import SearchResult
+from sirerag.api import Index
 from sirerag.core.errors import require
 from sirerag.integrations import ClosesIndex, check_settings, metadata, open_index
 
@@ -38,14 +41,14 @@ class SireragRetriever(ClosesIndex, BaseRetriever):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    index: Any
+    index: Index  # given as an Index or an index directory (_open)
     k: int = 10
     retriever: str | None = None
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {}  # Any: each retriever takes its own options (as sirerag.Index.search)
 
     @field_validator("index", mode="before")
     @classmethod
-    def _open(cls, value: Any) -> Any:
+    def _open(cls, value: Index | str | Path) -> Index:
         return open_index(value)
 
     @model_validator(mode="after")
@@ -61,6 +64,6 @@ class SireragRetriever(ClosesIndex, BaseRetriever):
         """The search in a worker thread (:meth:`sirerag.Index.asearch`): concurrent ``ainvoke`` calls overlap."""
         return self._documents(await self.index.asearch(query, k=self.k, retriever=self.retriever, **self.options))
 
-    def _documents(self, results: list[Any]) -> list[Document]:
+    def _documents(self, results: list[SearchResult]) -> list[Document]:
         return [Document(page_content=r.text, id=r.entry_id, metadata={**metadata(r, self.index), "score": r.score})
                 for r in results]

@@ -13,7 +13,8 @@ passage ids). Only ``title`` and ``section`` are shown to the LLM and the embedd
 """
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sirerag.core.errors import require
 from sirerag.integrations import ClosesIndex, check_settings, metadata, open_index
@@ -22,6 +23,10 @@ require("llama_index.core", "llamaindex", purpose="the llama-index retriever")
 
 from llama_index.core.retrievers import BaseRetriever  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
+
+if TYPE_CHECKING:
+    from sirerag.answers import SearchResult
+    from sirerag.api import Index
 
 #: metadata keys left out of what the LLM and embedders see: all (the text already starts with the heading)
 HIDDEN = ["entry_id", "title", "section", "tree", "kind", "level", "passages", "index"]
@@ -39,7 +44,8 @@ class SireragRetriever(ClosesIndex, BaseRetriever):
     Given a path, it opens the index and ``close()`` (or a ``with`` block) closes it.
     """
 
-    def __init__(self, index_or_path: Any, similarity_top_k: int = 10, retriever: str | None = None,
+    # Any: llama-index's callback manager, and the options each sirerag retriever takes (as Index.search)
+    def __init__(self, index_or_path: Index | str | Path, similarity_top_k: int = 10, retriever: str | None = None,
                  callback_manager: Any = None, verbose: bool = False, **options: Any) -> None:
         check_settings(similarity_top_k, retriever, k_name="similarity_top_k")
         self.index = open_index(index_or_path)
@@ -59,7 +65,7 @@ class SireragRetriever(ClosesIndex, BaseRetriever):
                                            retriever=self.retriever_name, **self.options)
         return self._nodes(results)
 
-    def _nodes(self, results: list[Any]) -> list[NodeWithScore]:
+    def _nodes(self, results: list[SearchResult]) -> list[NodeWithScore]:
         return [NodeWithScore(node=TextNode(id_=r.entry_id, text=r.text, metadata=metadata(r, self.index),
                                             excluded_llm_metadata_keys=list(HIDDEN),
                                             excluded_embed_metadata_keys=list(HIDDEN)),
