@@ -1,9 +1,12 @@
-"""Every code name docs/architecture.md cites exists, so the page stays true when code is renamed or moved.
+"""Every code name a reference page (``docs/*.md``) cites exists, so the pages stay true when code is renamed or
+moved. The dated studies of ``docs/experiments/`` are left out: they cite the code of their day.
 
 Three forms are checked, each in backticks: ``sirerag.pkg.module:Name.attr`` (the module imported, the names
 looked up on it), ``sirerag.pkg.module.name`` (the longest importable prefix imported, the rest looked up) and
 ``dir/module.py:Name`` or ``sirerag/dir/module.py`` (the file exists in the package or the repository; the
-name is looked up on its module). "How a query becomes a ranking" must have its ten numbered steps, each citing a name."""
+name is looked up on its module). A name followed by "logger" is a logger's, not code's. A property ends the
+look-up (what follows is an instance's attribute). docs/architecture.md's "How a query becomes a ranking" must
+have its ten numbered steps, each citing a name."""
 from __future__ import annotations
 
 import importlib
@@ -14,7 +17,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "architecture.md"
+#: pages left out until their figures measured with the removed ``scripts/`` are gone (issue 45)
+NOT_YET = {"ppr.md", "scale.md"}
+PAGES = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_YET)
 CODE = re.compile(r"`([^`\s]+)`")
+LOGGER = re.compile(r"`([^`\s]+)`\s+logger")
 COLON = re.compile(r"^(sirerag(?:\.\w+)*):(\w+(?:\.\w+)*)$")
 DOTTED = re.compile(r"^sirerag(?:\.\w+)+$")
 FILE = re.compile(r"^(?:sirerag/)?((?:\w+/)*\w+\.py)(?::(\w+(?:\.\w+)*))?$")
@@ -28,6 +35,8 @@ def lookup(module: str, names: str) -> object:
     value: object = importlib.import_module(module)
     for part in names.split("."):
         value = getattr(value, part)
+        if isinstance(value, property):
+            break
     return value
 
 
@@ -63,8 +72,9 @@ def resolve(cited: str) -> None:
 
 
 def cited_names(text: str) -> list[str]:
-    return sorted({c for c in CODE.findall(text) if COLON.match(c) or DOTTED.match(c) or
-                   (FILE.match(c) and "/" in c)})
+    loggers = set(LOGGER.findall(text))
+    return sorted({c for c in CODE.findall(text) if c not in loggers and (COLON.match(c) or DOTTED.match(c) or
+                                                                         (FILE.match(c) and "/" in c))})
 
 
 def test_the_page_cites_names_in_every_form():
@@ -73,9 +83,21 @@ def test_the_page_cites_names_in_every_form():
     assert any(FILE.match(n) for n in names)
 
 
-@pytest.mark.parametrize("cited", cited_names(PAGE.read_text(encoding="utf-8")))
-def test_every_cited_name_exists(cited):
-    resolve(cited)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_cited_name_exists(page):
+    missing = []
+    for cited in cited_names(page.read_text(encoding="utf-8")):
+        try:
+            resolve(cited)
+        except (ImportError, AttributeError, FileNotFoundError, AssertionError) as exc:
+            missing.append(f"{cited}: {type(exc).__name__}: {exc}")
+    assert missing == [], f"docs/{page.name} cites names that do not exist"
+
+
+def test_loggers_and_properties_are_not_checked_as_code():
+    assert cited_names("its log lines go to the `sirerag.no.such` logger; see `sirerag.api:Index`") == [
+        "sirerag.api:Index"]
+    resolve("sirerag.Index.loaded.commit")  # a property: the rest is an instance attribute
 
 
 def test_a_missing_name_fails():
