@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.io import load_npy
-from sirerag.graph.bridge_settings import BridgeSettings
+from sirerag.core.config.retrieval import BridgeSettings
 from sirerag.graph.build import EntityGraph, GraphFact
 from sirerag.graph.facts import FactTable, fact_arrays
 from sirerag.graph.linking import Bridge, Seeds

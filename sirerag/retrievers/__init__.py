@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dataclasses import replace
+
+from sirerag.core.config.retrieval import PPR_POOL, PoolRule
 from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Hit, Retriever
 from sirerag.retrievers.registry import RETRIEVERS, load_base, options_of
@@ -19,19 +22,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Hit", "Retriever", "RETRIEVERS", "default_retriever", "load_base", "load_retriever", "options_of"]
 
-#: options of the pool rule (any retriever)
-POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "lift_ratio", "anchor", "drop_covered", "pool_depth"})
-#: ``leaf_share`` of the pool rule by retriever when none is given (else :class:`PoolRule`'s 0.9);
-#: chosen on the three bench corpora, figures in docs/ppr.md ("Ranking").
-DEFAULT_LEAF_SHARE = {"ppr": 0.8}
-#: ``lift_ratio`` of the pool rule by retriever when none is given (else 0: off); chosen on the three
-#: bench corpora, figures in docs/ppr.md ("Lifting the passage an aggregate brings").
-DEFAULT_LIFT_RATIO = {"ppr": 5.0}
+#: options of the pool rule (any retriever): the fields of :class:`~sirerag.core.config.retrieval.PoolRule`
+POOL_OPTIONS = frozenset(PoolRule.option_names())
 #: The retriever used when none is asked for, best first; one whose needs the index does not meet is
 #: skipped. A retriever enters this list only once it has measured best on all three bench corpora
 #: (figures in docs/ppr.md).
 DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("ppr", {"linking": "ner"}),
+    ("ppr", {}),
     ("dense", {}),
 )
 
@@ -88,10 +85,11 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
 
     Options are passed to the retriever (e.g. ``embedder=`` for dense, ``checkpoint=``
     for colbert, ``linking=`` for ppr; a fusion passes each part the options it takes).
-    Pool options (any retriever): ``pool_rule`` (``passages`` = the rule of
-    :mod:`~sirerag.retrievers.pool_rank`, the default for every retriever and fusion; ``native`` =
-    the retriever's own ranking), ``leaf_share`` (default :data:`DEFAULT_LEAF_SHARE`, else 0.9),
-    ``lift_ratio`` (default :data:`DEFAULT_LIFT_RATIO`, else 0: off), ``anchor``, ``drop_covered``, ``pool_depth``.
+    Pool options (any retriever): the fields of :class:`~sirerag.core.config.retrieval.PoolRule` (``pool_rule``:
+    ``passages`` = the rule of :mod:`~sirerag.retrievers.pool_rank`, the default for every retriever and fusion;
+    ``native`` = the retriever's own ranking; ``leaf_share``, ``lift_ratio``, ``anchor``, ``drop_covered``,
+    ``pool_depth``), whose defaults for ``ppr`` are :attr:`PPRSettings.pool
+    <sirerag.core.config.retrieval.PPRSettings.pool>`.
 
     Raises:
         ConfigError: unknown retriever or option.
@@ -104,22 +102,16 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
         raise ConfigError(f"retriever must be one of {sorted(RETRIEVERS)} or a fusion like 'dense+bm25', got {name!r}")
     _check_options(name, options)
     pool_options = {k: options.pop(k) for k in list(options) if k in POOL_OPTIONS}
-    mode = pool_options.pop("pool_rule", "passages")
-    if mode not in ("passages", "native"):
-        raise ConfigError(f"pool_rule must be 'passages' or 'native', got {mode!r}")
-    from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, has_non_leaves
+    from sirerag.retrievers.pool_rank import PoolRanker, has_non_leaves
 
-    depth = pool_options.pop("pool_depth", 200)
-    pool_options.setdefault("leaf_share", DEFAULT_LEAF_SHARE.get(name, PoolRule.leaf_share))
-    pool_options.setdefault("lift_ratio", DEFAULT_LIFT_RATIO.get(name, PoolRule.lift_ratio))
-    rule = PoolRule(**pool_options)
-    rule.validate()  # the pool options' types and ranges, before the retriever loads
+    # the pool options' types and ranges, before the retriever loads
+    rule = replace(PPR_POOL if name == "ppr" else PoolRule(), **pool_options).validate()
     if "+" in name:
         from sirerag.retrievers.hybrid import load as load_hybrid
 
         retriever = load_hybrid(name, index, **options)
     else:
         retriever = load_base(name, index, **options)
-    if mode == "native" or not has_non_leaves(index.pool):
+    if rule.pool_rule == "native" or not has_non_leaves(index.pool):
         return retriever
-    return PoolRanker(retriever, index.pool, rule, depth=depth)
+    return PoolRanker(retriever, index.pool, rule)
