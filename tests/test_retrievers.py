@@ -12,7 +12,7 @@ import numpy as np
 
 import pytest
 
-from sirerag.core.errors import ConfigError
+from sirerag.core.errors import ConfigError, IndexFormatError
 from sirerag.retrievers import load_retriever
 from sirerag.retrievers.bm25 import BM25Retriever, tokenize
 from sirerag.retrievers.dense import DenseRetriever, top_k
@@ -103,14 +103,18 @@ def test_unknown_retriever_lists_the_choices():
 class _Index:
     """Just enough of an index for choosing and checking retrievers."""
 
-    def __init__(self, graph: bool, linked_titles: int | None = None, passages: int = 100) -> None:
-        self.graph = graph
+    def __init__(self, graph: bool, linked_titles: int | None = 18, passages: int = 100) -> None:
+        from sirerag.core.config import GraphConfig
+        from sirerag.core.io.manifest import FORMAT_VERSION, Manifest
+        from sirerag.pool.current import GRAPH_SETTINGS
+
+        self.graph, self.path = graph, Path("idx")
         stats = {"passage_nodes": passages} if linked_titles is None else \
             {"passage_nodes": passages, "linked_titles": linked_titles}
-        from sirerag.core.io.manifest import FORMAT_VERSION, Manifest
-
-        self.manifest = Manifest.from_dict({"format_version": FORMAT_VERSION, "components": {"graph": {"type": "entity_graph", "path": "graph",
-                                                                     "stats": stats}} if graph else {}})
+        settings = {name: getattr(GraphConfig(), name) for name in GRAPH_SETTINGS}
+        components = {"graph": {"type": "entity_graph", "path": "graph", "stats": stats, "settings": settings},
+                      "proposition_vectors": {"type": "proposition_vectors", "path": "propositions.npy"}}
+        self.manifest = Manifest.from_dict({"format_version": FORMAT_VERSION, "components": components if graph else {}})
 
     def component(self, name):
         return "graph" if self.graph and name == "graph" else None
@@ -135,8 +139,10 @@ def test_the_default_fits_the_corpus_shape():
     assert retrievers.default_retriever(_Index(graph=True, linked_titles=5)) == ("ppr", {})
     assert retrievers.default_retriever(_Index(graph=True, linked_titles=4)) == ("dense", {})
     assert retrievers.default_retriever(_Index(graph=True, linked_titles=0)) == ("dense", {})
-    # a graph built before the measure keeps PPR
-    assert retrievers.default_retriever(_Index(graph=True, linked_titles=None)) == ("ppr", {})
+    # a graph built before the measure: rebuild it
+    with pytest.raises(IndexFormatError, match=r"^idx was built by an older sirerag \(no count of linked titles\): "
+                                               r"rebuild it with sirerag \S+ \(sirerag build CORPUS --out idx\)$"):
+        retrievers.default_retriever(_Index(graph=True, linked_titles=None))
 
 
 def test_the_graph_counts_titles_named_by_other_passages():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sirerag.core.config import GraphConfig
 from sirerag.core.config.retrieval import (
     BRIDGE_PREFIX, BridgeSettings, PoolRule, PPRSettings, doc_of, options, settings_table)
 from sirerag.core.errors import ConfigError
@@ -25,9 +26,12 @@ SOURCE = PACKAGE / "core" / "config"
 
 
 def defaults() -> dict[str, object]:
-    """Setting name -> default: every search option, and the bridge fields under their own names too."""
+    """Setting name -> default: every search option, the bridge fields under their own names too, and the graph's
+    PageRank settings."""
     out: dict[str, object] = {name: value for name, _, value in options() if value is not None}
     out.update({f.name: f.default for f in fields(BridgeSettings)})
+    # the PageRank settings default to the ones the build records with the graph
+    out.update({name: getattr(GraphConfig(), name) for name in ("damping", "tol", "max_iter")})
     return out
 
 

@@ -232,7 +232,7 @@ def _title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: 
 
 
 def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None, *,
-                title_weight: float = 0.0, synonym_threshold: float = 0.8) -> PropositionBridge:
+                title_weight: float, synonym_threshold: float) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
     where it has them; facts without a stored vector are embedded now (with a warning). ``title_weight``: the
     graph's (its ``settings``), from which its title edges are read (:meth:`EntityGraph.titled`).

@@ -45,6 +45,7 @@ from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.stages import IndexWriter
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
+from sirerag.pool.current import check_current
 from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, LoadedIndex, flatten, load_index, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document
@@ -138,9 +139,7 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
     config = old.manifest.build_config(source=f"{out}/manifest.json").validate()
     # which files a folder gives is this command's choice, not the build's
     config = replace(config, corpus=corpus)
-    if "aggregate_vectors" not in (old.manifest.config or {}).get("relatedness", {}):
-        # built before aggregate vectors were derived: new aggregates are embedded as its old ones were
-        config = replace(config, relatedness=replace(config.relatedness, aggregate_vectors="text"))
+    check_current(old, "update")  # an index built by an older sirerag is rebuilt, not updated
     # new texts are embedded in the precision the index's own were, whatever this machine's CPU would choose
     precision = precision_of((old.manifest.embedder and old.manifest.embedder.spec) or "")
     config = replace(config, embedder=replace(config.embedder, precision=precision))

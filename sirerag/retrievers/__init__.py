@@ -41,11 +41,18 @@ MIN_LINKED_TITLES = 0.05
 
 
 def graph_links_passages(index: LoadedIndex) -> bool:
-    """True when the index's graph links passages through their titles (:data:`MIN_LINKED_TITLES`), or when its
-    graph predates the measure."""
+    """True when the index's graph links passages through their titles (:data:`MIN_LINKED_TITLES`), or has no
+    passages at all.
+
+    Raises:
+        IndexFormatError: the graph was built by an older sirerag (no count of linked titles): rebuild the index.
+    """
+    from sirerag.pool.current import check_current
+
+    check_current(index, "graph")
     graph = index.manifest.component("graph")
     stats = graph.info.get("stats") or {} if graph is not None else {}
-    if "linked_titles" not in stats or not stats.get("passage_nodes"):
+    if not stats.get("passage_nodes"):
         return True
     return stats["linked_titles"] / stats["passage_nodes"] >= MIN_LINKED_TITLES
 

@@ -226,6 +226,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, tagger: Callable[[s
     """
     from sirerag.graph.bridging import load_bridge
     from sirerag.graph.store import GRAPH_DIR, load_graph
+    from sirerag.pool.current import check_current
     from sirerag.retrievers.ppr_aids import load_aids
 
     settings = PPRSettings.from_options(**options)
@@ -234,19 +235,17 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, tagger: Callable[[s
     folder = index.component("graph")
     if folder is None:
         raise IndexFormatError(f"{index.path} has no entity graph: rebuild it with `sirerag build --graph`")
+    check_current(index, "graph")
+    bridging = settings.bridge.hops > 0 and linking == "ner"
     with index.reading():  # graph/ of the commit the pool came from, or IndexChangedError
         index.check_arrays(f"{GRAPH_DIR}/")  # a same-size damaged array, by its sample checksum
-        if options.get("bridge_hops") is None and settings.bridge.hops \
-                and index.manifest.component("proposition_vectors") is None:
-            logger.info("%s: no stored proposition vectors (an older build): PPR runs without bridging", index.path)
-            settings = settings.with_options(bridge_hops=0)
-        bridging = settings.bridge.hops > 0 and linking == "ner"
         graph, meta = load_graph(folder, facts=linking == "fact" or bridging)  # facts: linking, bridging
     aids = meta.get("query_aids") or {}
+    check_current(index, "graph", query_aids=aids)
     recorded = dict(meta.get("settings", {}))
     # PageRank settings not given: the values recorded with the graph
     settings = settings.with_options(**{name: recorded[name] for name in ("damping", "tol", "max_iter")
-                                        if getattr(settings, name) is None and name in recorded})
+                                        if getattr(settings, name) is None})
     kwargs: dict[str, Any] = {}
     embedder = index_embedder(index, embedder)
     with index.reading():  # the stored query aids of the same commit
@@ -256,7 +255,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, tagger: Callable[[s
     missing = [name for name, key in (("seed BM25 index", "seeds_lexical"), ("surface forms", "surface_forms"))
                if key in kwargs and kwargs[key] is None]
     if missing:
-        logger.info("%s: the graph has no stored %s matching this pool (an older build); computing them now",
+        logger.info("%s: the graph has no stored %s for this pool (it was stored for the index's full pool); "
+                    "computing them now",
                     index.path, " or ".join(missing))
     if isinstance(fact_filter, str):
         from sirerag.llm.factory import load_llm
@@ -265,8 +265,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, tagger: Callable[[s
     if bridging:
         # the title edges (bridging through a title's passage, ``bridge_titles``, is checked per search; the
         # passages bridged entities or their synonyms title) and the synonym threshold, as the graph was built
-        kwargs["bridge"] = load_bridge(index, graph, embedder, aids,
-                                       title_weight=float(recorded.get("title_weight", 0.0)),
-                                       synonym_threshold=float(recorded.get("synonym_threshold", 0.8)))
+        kwargs["bridge"] = load_bridge(index, graph, embedder, aids, title_weight=float(recorded["title_weight"]),
+                                       synonym_threshold=float(recorded["synonym_threshold"]))
     return PPRRetriever(graph, index.pool, embedder, settings, tagger=tagger, llm=fact_filter, **kwargs)
 
