@@ -114,7 +114,8 @@ class _Index:
         settings = {name: getattr(GraphConfig(), name) for name in GRAPH_SETTINGS}
         components = {"graph": {"type": "entity_graph", "path": "graph", "stats": stats, "settings": settings},
                       "proposition_vectors": {"type": "proposition_vectors", "path": "propositions.npy"}}
-        self.manifest = Manifest.from_dict({"format_version": FORMAT_VERSION, "components": components if graph else {}})
+        self.manifest = Manifest.from_dict({"format_version": FORMAT_VERSION,
+                                            "components": components if graph else {}})
 
     def component(self, name):
         return "graph" if self.graph and name == "graph" else None

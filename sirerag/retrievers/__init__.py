@@ -26,7 +26,7 @@ __all__ = ["Hit", "Retriever", "RETRIEVERS", "default_retriever", "load_base", "
 POOL_OPTIONS = frozenset(PoolRule.option_names())
 #: The retriever used when none is asked for, best first; one whose needs the index does not meet is
 #: skipped. A retriever enters this list only once it has measured best on all three bench corpora
-#: (figures in docs/ppr.md).
+#: (figures in docs/experiments/2026-11-24-measurements-on-the-three-bench-corpora.md).
 DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("ppr", {}),
     ("dense", {}),
@@ -36,7 +36,7 @@ DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
 #: PPR leads only where the graph links passages: at least this share of the passages must have a title
 #: that other passages' propositions name (the graph's ``linked_titles``). Entity-centric corpora (Wikipedia
 #: paragraphs: 16-19% on the bench corpora) clear it; a folder of files titled by their paths has none, and
-#: there dense retrieval finds what PPR misses (docs/ppr.md, "A default that fits the corpus").
+#: there dense retrieval finds what PPR misses (docs/experiments/2026-11-25-a-default-that-fits-the-corpus.md).
 MIN_LINKED_TITLES = 0.05
 
 

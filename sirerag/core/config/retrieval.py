@@ -67,7 +67,8 @@ class PoolRule:
 class BridgeSettings:
     """How far and how wide query-conditioned bridging through propositions goes (:mod:`sirerag.graph.bridging`,
     ``ner`` linking; ``hops`` 0 turns it off). The defaults were measured on the three bench corpora
-    (docs/ppr.md, "Bridging through propositions"). As options of a PPR search each is named ``bridge_<field>``."""
+    (docs/experiments/2026-11-25-bridging-through-propositions-the-defaults.md). As options of a PPR search
+    each is named ``bridge_<field>``."""
 
     hops: int = setting(2, "bridging hops from a seed entity through its propositions (0: off)")
     top: int = setting(3, "propositions followed per hop, best first")
@@ -106,7 +107,9 @@ class BridgeSettings:
         return self
 
 
-#: the pool rule of the PPR retriever: chosen on the three bench corpora (docs/ppr.md, "Ranking")
+#: the pool rule of the PPR retriever: chosen on the three bench corpora
+#: (docs/experiments/2026-11-24-measurements-on-the-three-bench-corpora.md and
+#: docs/experiments/2026-11-27-lifting-the-passage-an-aggregate-brings.md)
 PPR_POOL = PoolRule(leaf_share=0.8, lift_ratio=5.0)
 #: option-name prefix of the bridge settings (``bridge_hops``...)
 BRIDGE_PREFIX = "bridge_"
