@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from sirerag.cli.common import add_common
 
-RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: ppr with --linking ner "
-                  "when the index has a graph, else dense)")
+RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: ppr when the index has a graph "
+                  "whose titles link passages, else dense)")
 
 
 def add_retriever_options(p: argparse.ArgumentParser) -> None:
