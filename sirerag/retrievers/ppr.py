@@ -139,8 +139,9 @@ class PPRRetriever(Closing):
 
     def link(self, queries: Sequence[str], query_embeddings: np.ndarray) -> list[Seeds]:
         """Seeds of each query (entity weights and the facts used)."""
-        if self.linking == "ner":
-            found = [list(dict.fromkeys(e for e in self.tagger(q) if e)) for q in queries]
+        if self.linking == "ner" and self.tagger is not None:  # ner linking always has one (checked at init)
+            tagger = self.tagger
+            found = [list(dict.fromkeys(e for e in tagger(q) if e)) for q in queries]
             matched = [self.surface.match(q) if self.surface is not None else [] for q in queries]
             found = [uncovered(q, ents, m) for q, ents, m in zip(queries, found, matched)]
             flat = [e for ents in found for e in ents]
@@ -188,10 +189,10 @@ class PPRRetriever(Closing):
         if not len(queries):
             return []
         mass, seeds, dense = self.node_scores(queries)
-        entry_mass = entry_scores(mass, self.entry_nodes) if mass is not None else None
+        entry_mass = entry_scores(mass, self.entry_nodes) if mass is not None else np.zeros((len(self.ids), 0))
         results, column = [], 0
         for i, s in enumerate(seeds):
-            if s.entities:
+            if s.entities:  # then PageRank ran: one column of mass per query with seeds
                 scores = entry_mass[:, column]
                 column += 1
             else:
