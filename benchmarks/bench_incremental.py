@@ -55,7 +55,7 @@ def _timed(fn: Any) -> tuple[Any, float, float]:
 
 def _quality(index_dir: Path, questions: list) -> dict[str, float]:
     from sirerag.evaluation.retrieval import evaluate_retrieval
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     index = load_index(index_dir)

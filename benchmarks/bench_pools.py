@@ -89,7 +89,7 @@ def grid(args, report: Report) -> None:
     import logging
 
     from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
     from sirerag.retrievers.dense import index_embedder
 

@@ -23,7 +23,7 @@ from sirerag.core.errors import check
 if TYPE_CHECKING:
     from sirerag.core.io.manifest import Manifest
     from sirerag.core.types import Pool
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Index:
         Raises:
             IndexFormatError: the directory is not a sirerag index or is damaged.
         """
-        from sirerag.pool.store import load_index
+        from sirerag.pool.loaded import load_index
 
         return cls(load_index(path))
 
@@ -99,7 +99,7 @@ class Index:
 
     @property
     def loaded(self) -> LoadedIndex:
-        """The underlying :class:`sirerag.pool.store.LoadedIndex` (for
+        """The underlying :class:`sirerag.pool.loaded.LoadedIndex` (for
         :func:`~sirerag.retrievers.load_retriever` & co)."""
         return self._loaded
 
@@ -247,7 +247,7 @@ class Index:
         return export_pool(self._loaded, out, format, overwrite=overwrite)
 
     def _reload(self) -> None:
-        from sirerag.pool.store import load_index
+        from sirerag.pool.loaded import load_index
 
         self.close()
         self._loaded = load_index(self.path)

@@ -17,7 +17,8 @@ from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import write_manifest
 from sirerag.pool.bm25 import (BM25_DIR, StoredScores, build_lexical_index, load_lexical_index, save_bm25,
                                save_lexical_index)
-from sirerag.pool.store import flatten, load_index, save_pool
+from sirerag.pool.store import flatten, save_pool
+from sirerag.pool.loaded import load_index
 from sirerag.retrievers import load_retriever
 from sirerag.retrievers.bm25 import BM25Retriever
 from sirerag.trees.base import TreeResult

@@ -23,7 +23,7 @@ from sirerag.core.io.manifest import Drift, Manifest
 from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index
 from sirerag.pipeline.verify import verify_index
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 from sirerag.trees.base import CountingSummarizer
 from sirerag.trees.incremental import update_tree
 from sirerag.core.types import Document, Node

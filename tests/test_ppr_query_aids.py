@@ -11,7 +11,7 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.core.errors import IndexFormatError
 from sirerag.graph.facts import FactTable
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 QUESTIONS = [json.loads(line)["question"] for line in (DATA / "questions.jsonl").read_text().splitlines()[:12]]

@@ -151,7 +151,7 @@ def tiny_index(tmp_path_factory):
     from sirerag.core.config import BuildConfig
     from sirerag.embedding import load_embedder
     from sirerag.pipeline.build import build_index
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
 
     docs = [Document(id=document_id(t, x), title=t, text=x) for t, x in CORPUS]
     config = BuildConfig(trees=()).with_overrides(chunking={"mode": "passage"}, graph={"enabled": True})

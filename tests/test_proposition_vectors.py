@@ -158,7 +158,7 @@ def _check_index(index: Path, minilm) -> dict[str, np.ndarray]:  # noqa: ANN001
     """propositions.npy is aligned with propositions.jsonl, listed in the manifest, the rows are the
     propositions' embeddings, and every aggregate's pool row is their renormalised token-weighted mean;
     returns id -> row."""
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.core.types import collapse_ws
 
     loaded = load_index(index)
@@ -196,7 +196,7 @@ def test_an_index_stores_the_rows_and_add_and_remove_keep_them_aligned(tmp_path)
     graph, _ = load_graph(index / "graph")
     assert len(graph.facts) and all(np.array_equal(built[f.id], row)
                                     for f, row in zip(graph.facts, graph.fact_embeddings))  # the same rows reused
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
 
     record = load_index(index).manifest.component("proposition_vectors")
     assert record.path == PROPOSITION_VECTORS and record.info["rows"] == len(built)
@@ -269,7 +269,7 @@ def test_a_graph_without_the_relatedness_tree_stores_the_rows_for_bridging_and_a
     from sirerag.embedding import load_embedder
     from sirerag.pipeline.build import build_index
     from sirerag.pipeline.update import update_index
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     minilm = load_embedder("minilm", show_progress=False)

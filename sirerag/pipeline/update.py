@@ -46,7 +46,8 @@ from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.stages import IndexWriter
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
 from sirerag.pool.current import check_current
-from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, LoadedIndex, flatten, load_index, save_records
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_records
+from sirerag.pool.loaded import LoadedIndex, load_index
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from sirerag.core.errors import IndexFormatError
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 #: the graph settings a build records with the graph (``components.graph.settings``), which a search reads
 GRAPH_SETTINGS = ("title_weight", "synonym_threshold", "damping", "tol", "max_iter")

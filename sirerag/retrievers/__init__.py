@@ -18,7 +18,7 @@ from sirerag.retrievers.base import Hit, Retriever
 from sirerag.retrievers.registry import RETRIEVERS, load_base, options_of
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 __all__ = ["Hit", "Retriever", "RETRIEVERS", "default_retriever", "load_base", "load_retriever", "options_of"]
 

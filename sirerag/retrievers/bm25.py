@@ -19,7 +19,7 @@ from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import top_k
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 __all__ = ["METHODS", "BM25Retriever", "load", "tokenize"]
 

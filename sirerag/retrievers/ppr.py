@@ -33,7 +33,7 @@ from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.core.types import Pool
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from sirerag.graph.surface import MIN_FORM_CHARS
 from sirerag.pool.store import ENTRIES
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 
 def build_tagger(index: LoadedIndex, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:

@@ -13,7 +13,7 @@ from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Retriever
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 #: retriever name -> module that provides ``load(index, *, option=default, ...) -> Retriever``
 RETRIEVERS: dict[str, str] = {
