@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from sirerag import api_checks
 from sirerag.api_checks import build_config, progress
-from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
+from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer
+from sirerag.results import SearchResult, make_result
 from sirerag.core.config import BuildConfig, LLMConfig, QueryConfig
 from sirerag.core.errors import check
 

@@ -89,7 +89,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("retrievers", ("sirerag.retrievers",)),
     ("evaluation", ("sirerag.evaluation", "sirerag.datasets")),
     ("report", ("sirerag.report",)),
-    ("api", ("sirerag.api", "sirerag.api_checks", "sirerag.answers")),
+    ("api", ("sirerag.api", "sirerag.api_checks", "sirerag.answers", "sirerag.results")),
     ("front", ("sirerag.cli", "sirerag.integrations", "sirerag.serve", "sirerag.__main__")),
 ]
 

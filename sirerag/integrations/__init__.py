@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sirerag.answers import SearchResult
+from sirerag.results import SearchResult
 
 if TYPE_CHECKING:
     from sirerag.api import Index
