@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError, check
-from sirerag.core.io.corpus import terminal_text
+from sirerag.corpus.load import terminal_text
 from sirerag.evaluation.qa import clean_answer, reader_request
 from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.results import SearchResult, source_label

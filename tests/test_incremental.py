@@ -18,7 +18,7 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import InputError
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.core.io.manifest import Drift, Manifest
 from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index

@@ -164,7 +164,7 @@ def clean_queries(queries: list[Query]) -> list[Query]:
     """
     from sirerag.core.config import QueryConfig
     from sirerag.core.errors import InputError
-    from sirerag.core.io.corpus import strip_controls
+    from sirerag.corpus.load import strip_controls
     from sirerag.retrievers.base import check_query
 
     if not queries:

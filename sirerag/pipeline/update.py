@@ -80,7 +80,7 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     Args:
         index: the index directory (written by ``sirerag build``).
         add: a corpus path or documents to add (same id and text: skipped; same id, other text: updated).
-            A folder's documents are keyed by their relative paths (:mod:`sirerag.core.io.corpus`): the
+            A folder's documents are keyed by their relative paths (:mod:`sirerag.corpus.load`): the
             documents of a file it still has that it no longer gives (a removed Markdown section) are
             removed too.
         remove: document ids to remove.
@@ -183,8 +183,8 @@ class IncrementalRunner(IndexWriter):
 
     def load(self, stage: Stage) -> None:
         from sirerag.text.chunking import chunk_documents
-        from sirerag.core.io.corpus import load_corpus
-        from sirerag.core.io.folder import stale_folder_ids
+        from sirerag.corpus.load import load_corpus
+        from sirerag.corpus.folder import stale_folder_ids
 
         add, config = self.add, self.config
         new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \
