@@ -80,7 +80,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("sirerag.core",)),
     ("corpus", ("sirerag.corpus",)),
     ("text", ("sirerag.text",)),
-    ("backends", ("sirerag.http", "sirerag.llm", "sirerag.embedding", "sirerag.engine")),
+    ("backends", ("sirerag.llm", "sirerag.embedding", "sirerag.engine")),
     ("extraction", ("sirerag.extraction",)),
     ("clustering", ("sirerag.clustering",)),
     ("trees", ("sirerag.trees",)),
