@@ -18,7 +18,7 @@ import sys
 
 from benchmarks.harness import Report, Timer, add_json_argument, percentiles, peak_rss_mib
 from sirerag.core.config import ChunkingConfig
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.embedding import load_embedder
 from sirerag.text.chunking import chunk_documents
 

@@ -33,7 +33,7 @@ from benchmarks.harness import Report, Timer, add_json_argument
 
 def _subset(folder: Path, n_questions: int, n_passages: int, seed: int, split: str) -> tuple[list, list, list]:
     from sirerag.evaluation.retrieval import load_questions
-    from sirerag.core.io.corpus import load_corpus
+    from sirerag.corpus.load import load_corpus
 
     questions = load_questions(folder / "questions.jsonl", split=None if split == "all" else split,
                                limit=n_questions)
@@ -55,7 +55,7 @@ def _timed(fn: Any) -> tuple[Any, float, float]:
 
 def _quality(index_dir: Path, questions: list) -> dict[str, float]:
     from sirerag.evaluation.retrieval import evaluate_retrieval
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     index = load_index(index_dir)

@@ -31,7 +31,7 @@ def real_index(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     import torch
 
     from sirerag.evaluation.retrieval import load_questions
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
     from sirerag.retrievers.dense import index_embedder
 

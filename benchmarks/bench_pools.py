@@ -85,40 +85,11 @@ def leaves_only(index):
                                     embeddings=index.pool.embeddings[rows]))
 
 
-def diagnose(index, questions, embedder, linking: str) -> dict:
-    """Top-5 entries of PPR under the old entry score (mean mass of passages and entity): the
-    share of each kind, and for aggregates the mass of their entity node over the mean mass of
-    their passages (the seed-aggregate hypothesis of issue 20)."""
-    import numpy as np
-
-    from sirerag.retrievers import load_retriever
-
-    ppr = load_retriever("ppr", index, embedder=embedder, linking=linking, entry_score="entity", pool_rule="native")
-    kinds, ratios, seeded = {}, [], 0
-    for q in questions:
-        mass, seeds, _ = ppr.node_scores([q.question])
-        if mass is None:
-            continue
-        for hit in ppr.search(q.question, k=5):
-            entry = index.pool.get(hit.entry_id)
-            kinds[entry.kind] = kinds.get(entry.kind, 0) + 1
-            node = ppr.graph.entity_node(entry.entity) if entry.entity else None
-            if node is None:
-                continue
-            passages = [ppr.graph.passage_index[p] for p in entry.passages if p in ppr.graph.passage_index]
-            ratios.append(float(mass[node, 0] / max(np.mean(mass[passages, 0]), 1e-12)))
-            seeded += node in seeds[0].entities
-    total = sum(kinds.values()) or 1
-    return {"linking": linking, "top5_share": {k: round(v / total, 3) for k, v in kinds.items()},
-            "aggregates_in_top5": len(ratios), "of_seed_entities": seeded,
-            "entity_over_passage_mass_median": round(float(np.median(ratios)), 1) if ratios else None}
-
-
 def grid(args, report: Report) -> None:
     import logging
 
     from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
     from sirerag.retrievers.dense import index_embedder
 
@@ -130,9 +101,6 @@ def grid(args, report: Report) -> None:
     questions = load_questions(questions_path, split=args.split or None, limit=args.limit)
     embedder = MemoEmbedder(index_embedder(full))
     rows = report.results.setdefault("rows", [])
-    if args.diagnose:
-        for linking in ("ner", "fact"):
-            print(json.dumps(diagnose(full, questions, embedder, linking)), flush=True)
     for label, (name, options) in configs.items():
         for pool_name in args.pools:
             index = pools[pool_name]
@@ -151,7 +119,6 @@ def main() -> None:
     ap.add_argument("--grid", nargs=2, metavar=("INDEX", "QUESTIONS"), help="evaluate a grid of retrievers in-process")
     ap.add_argument("--configs", help="with --grid: JSON file of {label: [retriever, {options}]}")
     ap.add_argument("--pools", nargs="+", default=["leaves", "full"], choices=["leaves", "full"])
-    ap.add_argument("--diagnose", action="store_true", help="with --grid: which entries PPR's old scoring ranks top")
     ap.add_argument("--bench", default=str(Path(__file__).resolve().parents[2] / "shared" / "bench"))
     ap.add_argument("--out", default="runs/bench")
     ap.add_argument("--datasets", nargs="+", default=["musique", "2wikimultihopqa", "hotpotqa"])

@@ -38,7 +38,7 @@ def main() -> None:
 
     if args.index:
         from sirerag.graph.store import load_graph
-        from sirerag.pool.store import load_index
+        from sirerag.pool.loaded import load_index
 
         graph, _ = load_graph(load_index(args.index).component("graph"))
         adjacency, n_entities = graph.adjacency, graph.n_entities

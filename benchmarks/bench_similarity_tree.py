@@ -36,7 +36,7 @@ from sirerag.clustering import ClusterStats, search_k
 from sirerag.clustering.gmm import fit_mixture
 from sirerag.core.config import ChunkingConfig, ClusteringConfig
 from sirerag.core.io import load_npy, save_npy
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.embedding import load_embedder
 from sirerag.text.chunking import chunk_documents
 from sirerag.text.tokens import get_encoding

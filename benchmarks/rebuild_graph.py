@@ -20,7 +20,8 @@ from benchmarks.harness import Report, Timer, add_json_argument
 from sirerag.core.config import GraphConfig
 from sirerag.embedding import load_embedder
 from sirerag.graph.store import GRAPH_DIR, build_and_save_graph
-from sirerag.pool.store import load_index, register_component
+from sirerag.pool.store import register_component
+from sirerag.pool.loaded import load_index
 
 
 def main() -> None:

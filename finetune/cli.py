@@ -151,7 +151,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     from sirerag.core.config import ExtractionConfig
-    from sirerag.core.io.corpus import load_corpus
+    from sirerag.corpus.load import load_corpus
 
     from sirerag_finetune.evaluate import evaluate_extractor, report_markdown, write_report
 

@@ -145,7 +145,7 @@ def evaluate_extractor(
     """
     from dataclasses import replace
 
-    from sirerag.core.io.corpus import load_corpus
+    from sirerag.corpus.load import load_corpus
     from sirerag.llm.factory import load_llm
 
     check(max_examples is None or max_examples >= 1, "max_examples", max_examples, "a positive integer or None")

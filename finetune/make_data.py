@@ -144,7 +144,7 @@ def make_teacher_data(
         ConfigError: invalid arguments, or no valid example at all.
         InputError: the corpus cannot be read.
     """
-    from sirerag.core.io.corpus import load_corpus
+    from sirerag.corpus.load import load_corpus
     from sirerag.llm.factory import load_llm
 
     tasks = tuple(tasks)

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "Index", "SearchResult", "Answer"]
 
 #: public names -> the module that defines them (imported when first asked for)
-_LAZY = {"Index": "sirerag.api", "SearchResult": "sirerag.answers", "Answer": "sirerag.answers"}
+_LAZY = {"Index": "sirerag.api", "SearchResult": "sirerag.results", "Answer": "sirerag.answers"}
 
 
 def __getattr__(name: str) -> Any:

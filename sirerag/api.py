@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from sirerag import api_checks
 from sirerag.api_checks import build_config, progress
-from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer, SearchResult, make_result
+from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET, Answer
+from sirerag.results import SearchResult, make_result
 from sirerag.core.config import BuildConfig, LLMConfig, QueryConfig
 from sirerag.core.errors import check
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from sirerag.llm.base import LLM
     from sirerag.pipeline.update import UpdateReport
     from sirerag.pool.export import ExportReport
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
     from sirerag.retrievers.base import Hit, Retriever
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Index:
         Raises:
             IndexFormatError: the directory is not a sirerag index or is damaged.
         """
-        from sirerag.pool.store import load_index
+        from sirerag.pool.loaded import load_index
 
         return cls(load_index(path))
 
@@ -105,7 +106,7 @@ class Index:
 
     @property
     def loaded(self) -> LoadedIndex:
-        """The underlying :class:`sirerag.pool.store.LoadedIndex` (for
+        """The underlying :class:`sirerag.pool.loaded.LoadedIndex` (for
         :func:`~sirerag.retrievers.load_retriever` & co)."""
         return self._loaded
 
@@ -259,7 +260,7 @@ class Index:
         return export_pool(self._loaded, out, format, overwrite=overwrite)
 
     def _reload(self) -> None:
-        from sirerag.pool.store import load_index
+        from sirerag.pool.loaded import load_index
 
         self.close()
         self._loaded = load_index(self.path)

@@ -3,8 +3,8 @@ a folder written): a wrong type is one :class:`TypeError`, a wrong value one
 :class:`~sirerag.core.errors.InputError`, each naming the argument.
 
 Documents given in Python are checked as the rows of a ``.jsonl`` corpus
-(:func:`sirerag.core.io.corpus.load_documents`); queries are cleaned as corpus texts are (control characters and
-lone surrogates removed: :func:`sirerag.core.io.corpus.strip_controls`), then checked by
+(:func:`sirerag.corpus.load.load_documents`); queries are cleaned as corpus texts are (control characters and
+lone surrogates removed: :func:`sirerag.corpus.load.strip_controls`), then checked by
 :func:`sirerag.retrievers.base.check_query` against :class:`~sirerag.core.config.QueryConfig`.
 
 The checks take ``Any``: each is given whatever the caller passed, and its job is to refuse what is wrong.
@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence, Union
 from sirerag.core.config import BuildConfig, QueryConfig
 from sirerag.core.config.sections import SECTIONS
 from sirerag.core.errors import ConfigError, InputError, check
-from sirerag.core.io.corpus import load_documents, strip_controls
+from sirerag.corpus.load import load_documents, strip_controls
 from sirerag.core.types import Document
 from sirerag.retrievers.base import check_query, type_name
 

@@ -154,7 +154,7 @@ def test_an_index_built_and_updated_with_window_vectors(tmp_path):
     from sirerag.embedding import load_embedder
     from sirerag.pipeline.build import build_index
     from sirerag.pipeline.update import update_index
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.trees.proposition_vectors import load_proposition_vectors
 
     def write(name: str, rows: list[dict]):  # noqa: ANN202

@@ -19,7 +19,7 @@ from sirerag.core.errors import ConfigError, IndexFormatError, MissingExtraError
 from sirerag.pipeline.update import update_index  # noqa: E402
 from sirerag.pipeline.verify import verify_index  # noqa: E402
 from sirerag.pool.ann import ANN_DIR, ANN_FILE, build_ann  # noqa: E402
-from sirerag.pool.store import load_index  # noqa: E402
+from sirerag.pool.loaded import load_index  # noqa: E402
 from sirerag.retrievers import dense  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

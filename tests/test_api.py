@@ -37,7 +37,7 @@ def test_import_sirerag_stays_cheap_and_exports_the_api_lazily():
             "print(heavy, sirerag.Index.__module__, sirerag.SearchResult.__module__, sorted(sirerag.__all__))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[0] == "[] sirerag.api sirerag.answers ['Answer', 'Index', 'SearchResult', " \
+    assert done.stdout.split("\n")[0] == "[] sirerag.api sirerag.results ['Answer', 'Index', 'SearchResult', " \
                                          "'__version__']"
 
 

@@ -13,7 +13,8 @@ from _llm_server import FlakyServer, free_port
 from _tiny_index import QUESTION, build_tiny_index
 
 import sirerag
-from sirerag.answers import Answer, SearchResult
+from sirerag.answers import Answer
+from sirerag.results import SearchResult
 from sirerag.cli.main import main
 from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError
@@ -240,7 +241,8 @@ def test_document_order_reads_the_same_entries_grouped_by_document_in_story_orde
 
 
 def test_document_order_puts_entries_that_span_passages_last_in_rank_order():
-    from sirerag.answers import SearchResult, document_order
+    from sirerag.answers import document_order
+    from sirerag.results import SearchResult
 
     def result(entry_id: str, kind: str = "leaf") -> SearchResult:
         return SearchResult(entry_id, 1.0, entry_id, "", "similarity", kind, 0, ("d",))

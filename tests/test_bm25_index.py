@@ -17,8 +17,10 @@ from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import write_manifest
 from sirerag.pool.bm25 import (BM25_DIR, StoredScores, build_lexical_index, load_lexical_index, save_bm25,
                                save_lexical_index)
-from sirerag.pool.store import flatten, load_index, save_pool
+from sirerag.pool.store import flatten, save_pool
+from sirerag.pool.loaded import load_index
 from sirerag.retrievers import load_retriever
+from sirerag.retrievers.bm25 import BM25Retriever
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Node
 
@@ -79,12 +81,14 @@ def test_missing_or_foreign_files_are_refused(tmp_path):
         load_lexical_index(tmp_path / "bm25")
 
 
-def test_search_loads_the_stored_index_and_old_indexes_fall_back(tmp_path, caplog):
+def test_search_loads_the_stored_index_and_an_old_index_is_refused(tmp_path, caplog):
     stored = load_retriever("bm25", load_index(_index_dir(tmp_path / "new")))
-    with caplog.at_level(logging.INFO, logger="sirerag.retrievers.bm25"):
-        rebuilt = load_retriever("bm25", load_index(_index_dir(tmp_path / "old", with_bm25=False)))
-    assert "has no stored BM25 index" in caplog.text
+    old = load_index(_index_dir(tmp_path / "old", with_bm25=False))
+    with pytest.raises(IndexFormatError, match=r"old was built by an older sirerag \(no stored BM25 index\): "
+                                               r"rebuild it with sirerag "):
+        load_retriever("bm25", old)
     assert not (tmp_path / "old" / BM25_DIR).exists()  # searching never writes the index
+    rebuilt = BM25Retriever([e.id for e in old.pool.entries], [e.text for e in old.pool.entries])
     for query in QUERIES:
         assert stored.search(query, k=10) == rebuilt.search(query, k=10)
     caplog.clear()

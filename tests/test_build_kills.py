@@ -24,7 +24,7 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.core.errors import IndexFormatError
 from sirerag.pipeline.verify import verify_index
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 from sirerag.text.chunking import chunk_documents, sentence_spans, split_text
 from sirerag.core.config import ChunkingConfig
 from sirerag.core.errors import ConfigError, InputError
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.text.tokens import count_tokens
 from sirerag.core.types import Chunk, Document
 

@@ -10,7 +10,7 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.core.io import FORMAT_VERSION
 from sirerag.embedding.precision import native_bf16
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 pytestmark = pytest.mark.slow

@@ -82,3 +82,51 @@ def test_default_threshold_leaves_small_inputs_unsampled(blobs) -> None:
 def test_sample_size_below_the_minimum_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"clustering\.sample_size must be an integer >= 32"):
         ClusteringConfig(sample_size=10).validate()
+
+
+class _ShippingEngine:
+    """A distributed engine's contract without Ray: the worker factory crosses a process boundary (a pickle
+    round trip, as Ray ships it), items and results travel as JSON, and batches finish in reverse order."""
+
+    name = "shipping"
+    actors = 2
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def map_batches(self, factory, batches, *, label):  # noqa: ANN001, ANN201
+        import json
+        import pickle
+
+        worker = pickle.loads(pickle.dumps(factory))()
+        for index in reversed(range(len(batches))):
+            self.batches.append(len(batches[index]))
+            items = json.loads(json.dumps(batches[index]))
+            yield index, json.loads(json.dumps(worker(items)))
+
+    def close(self) -> None:
+        return None
+
+
+def test_assignment_blocks_on_a_distributed_engine_give_the_clusters_of_this_process(
+        blobs, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sirerag.clustering import sample
+    from sirerag.engine import LocalEngine
+
+    monkeypatch.setattr(sample, "ASSIGN_BLOCK", 30)  # 100 unsampled rows: four blocks, three windows of two
+    monkeypatch.setattr(sample, "BLOCKS_PER_WORKER", 1)
+    points, _ = blobs
+    here = sample_and_assign(points, global_step=True, config=FORCED, random_state=224, stats=ClusterStats(),
+                             local_neighbors=10)
+    engine = _ShippingEngine()
+    with sample.clustering_engine(engine) as used:
+        assert used is engine
+        shipped = sample_and_assign(points, global_step=True, config=FORCED, random_state=224,
+                                    stats=ClusterStats(), local_neighbors=10)
+    assert sorted(engine.batches) == [10, 30, 30, 30]
+    assert [c.tolist() for c in shipped] == [c.tolist() for c in here]
+    with sample.clustering_engine(LocalEngine()) as used:  # an engine running here keeps the blocks here
+        assert used is None
+        assert [c.tolist() for c in sample_and_assign(points, global_step=True, config=FORCED, random_state=224,
+                                                       stats=ClusterStats(), local_neighbors=10)] == \
+            [c.tolist() for c in here]

@@ -19,7 +19,8 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.core.errors import ConfigError, MissingExtraError, SireragError
 from sirerag.core.io import write_manifest
-from sirerag.pool.store import load_index, save_pool
+from sirerag.pool.store import save_pool
+from sirerag.pool.loaded import load_index
 from sirerag.retrievers import Retriever, load_retriever
 from sirerag.retrievers import colbert as colbert_mod
 from sirerag.retrievers._colbert_client import WorkerClient

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sirerag.core.errors import InputError
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.core.types import document_id
 
 # shared data sits beside the repository: ../shared/bench relative to its root
@@ -29,7 +29,7 @@ def test_jsonl_keeps_ids_order_and_derives_missing_ids(tmp_path, caplog):
         {"text": "No title here."},
         {"_id": 7, "text": "A BEIR-style row."},
     ])
-    with caplog.at_level(logging.INFO, logger="sirerag.core.io.corpus"):
+    with caplog.at_level(logging.INFO, logger="sirerag.corpus.load"):
         docs = load_corpus(path)
     assert [d.id for d in docs] == ["b", document_id("Ant", "Ants carry leaves."), document_id("", "No title here."), "7"]
     assert docs[1].text == "Ants  carry\tleaves."  # text is kept verbatim
@@ -69,7 +69,7 @@ def test_exact_duplicates_are_dropped_with_a_warning(tmp_path, caplog):
         {"title": "A", "text": "same"}, {"title": "B", "text": "other"}, {"title": "A", "text": "same"},
         {"id": "k", "text": "x"}, {"id": "k", "text": "x"},
     ])
-    with caplog.at_level(logging.WARNING, logger="sirerag.core.io.corpus"):
+    with caplog.at_level(logging.WARNING, logger="sirerag.corpus.load"):
         docs = load_corpus(path)
     assert [d.title for d in docs] == ["A", "B", ""]
     assert "dropped 2 exact duplicate document(s)" in caplog.text and "d.jsonl:3 repeats" in caplog.text
@@ -172,7 +172,7 @@ def _linked_folder(tmp_path: Path) -> Path:
 
 def test_a_folder_reads_no_file_outside_it_unless_allowed(tmp_path, caplog):
     docs = _linked_folder(tmp_path)
-    with caplog.at_level(logging.INFO, logger="sirerag.core.io"):
+    with caplog.at_level(logging.INFO, logger="sirerag.corpus"):
         loaded = load_corpus(docs)
     assert [d.id for d in loaded] == ["a.txt", "same.txt", "sub/b.md"]
     text = " ".join(d.text for d in loaded)
@@ -198,7 +198,7 @@ def test_empty_files_and_unusable_names_are_skipped_and_named(tmp_path, caplog):
     (folder / "controls.txt").write_text("\x00\x01\n", encoding="utf-8")
     (folder / "line\nbreak.txt").write_text("A name with a newline.\n", encoding="utf-8")
     (Path(os.fsdecode(bytes(folder))) / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"Latin-1 name.\n")
-    with caplog.at_level(logging.WARNING, logger="sirerag.core.io"):
+    with caplog.at_level(logging.WARNING, logger="sirerag.corpus"):
         assert [d.id for d in load_corpus(folder)] == ["a.txt"]
     assert f"{folder}: skipped 3 empty file(s) (no text but white space): blank.md, controls.txt, empty.txt" \
         in caplog.text

@@ -107,7 +107,7 @@ def test_the_build_command_takes_precision(tmp_path):
 @pytest.mark.slow
 def test_a_build_records_its_precision_and_an_update_keeps_it(cpu, tmp_path):
     from sirerag.cli.main import main
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
 
     lines = (ROOT / "data" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
     (tmp_path / "old.jsonl").write_text("\n".join(lines[:12]) + "\n", encoding="utf-8")

@@ -1,7 +1,8 @@
 """A real two-node Ray cluster on 127.0.0.1: a head and a second node started as separate processes
 (`ray start --head`, then `ray start --address`), each with one CPU. `sirerag build --engine ray
 --ray-address HOST:PORT` joins it, its two embedding actors (one CPU each) are placed one on each node, and
-the index it writes is byte-identical to a local build's."""
+the index it writes is byte-identical to a local build's. Both builds cluster by sample-and-assign (forced on
+at this size), so the cluster's build also runs the assignment of the unsampled rows on the nodes."""
 from __future__ import annotations
 
 import json
@@ -26,6 +27,8 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip ins
 
 pytestmark = pytest.mark.slow
 
+#: sample-and-assign on every step over 32 rows: the global step over the 24 passages' 42 leaves
+SAMPLED = {"sample_above": 0, "sample_size": 32}
 FILES = ("documents.jsonl", "chunks.jsonl", "entries.jsonl", "embeddings.npy")
 START_TIMEOUT = 180.0  # seconds for both nodes to register on a loaded machine
 #: the nodes, the node count and the build (the driver) in one authentication mode, token, with the token of
@@ -127,7 +130,7 @@ def corpus(tmp_path_factory) -> Path:
 
 def test_a_build_joins_a_two_node_cluster_and_writes_the_local_build_s_bytes(cluster, corpus, tmp_path):
     local = tmp_path / "local"
-    config = BuildConfig(trees=("similarity",)).with_overrides(tree={"levels": 3}).validate()
+    config = BuildConfig(trees=("similarity",)).with_overrides(tree={"levels": 3}, clustering=SAMPLED).validate()
     build_index(corpus, local, config, show_progress=False)
 
     out = tmp_path / "cluster"
@@ -138,6 +141,7 @@ def test_a_build_joins_a_two_node_cluster_and_writes_the_local_build_s_bytes(clu
                            env={**os.environ, **NODE_ENV})
     assert built.returncode == 0, built.stderr[-3000:]
     assert f"joined the Ray cluster at {cluster}" in built.stderr
+    assert "assigning 10 rows in 1 blocks on the ray engine" in built.stderr  # 42 leaves, a sample of 32
     for name in FILES:
         assert (out / name).read_bytes() == (local / name).read_bytes(), name
     manifest = json.loads((out / "manifest.json").read_text())
@@ -150,5 +154,7 @@ def test_a_build_joins_a_two_node_cluster_and_writes_the_local_build_s_bytes(clu
 def _engine_toml(folder: Path) -> Path:
     """Two actors of one CPU each: on two one-CPU nodes, Ray must place one on each."""
     path = folder / "engine.toml"
-    path.write_text("[tree]\nlevels = 3\n\n[engine]\nactors = 2\nactor_num_cpus = 1\n", encoding="utf-8")
+    sampled = "".join(f"{key} = {value}\n" for key, value in SAMPLED.items())
+    path.write_text(f"[tree]\nlevels = 3\n\n[clustering]\n{sampled}\n[engine]\nactors = 2\nactor_num_cpus = 1\n",
+                    encoding="utf-8")
     return path

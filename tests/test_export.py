@@ -13,7 +13,8 @@ from sirerag.core.errors import ConfigError, MissingExtraError
 from sirerag.pool.export import FORMATS, export_pool
 from sirerag.core.io import collection_text
 from sirerag.core.io import read_jsonl, write_jsonl, write_manifest
-from sirerag.pool.store import DOCUMENTS, load_index, save_pool
+from sirerag.pool.store import DOCUMENTS, save_pool
+from sirerag.pool.loaded import load_index
 from sirerag.core.types import Node, Pool
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -16,10 +16,10 @@ import pytest
 import sirerag
 from sirerag.cli.main import main
 from sirerag.core.errors import ConfigError
-from sirerag.core.io.corpus import load_corpus
-from sirerag.core.io.folder import stale_folder_ids
+from sirerag.corpus.load import load_corpus
+from sirerag.corpus.folder import stale_folder_ids
 from sirerag.core.types import Document
-from sirerag.core.io.markdown import slugify, split_sections
+from sirerag.corpus.markdown import slugify, split_sections
 
 
 def test_markdown_is_split_at_headings_with_the_heading_path():
@@ -69,7 +69,7 @@ def test_stale_documents_are_told_by_their_source_record_not_their_id(tmp_path, 
     assert stale_folder_ids(old, new, docs, sync=False) == ["a.md#y"]
     assert stale_folder_ids(old, new, docs, sync=True) == ["a.md#y", "b#c.txt"]
     legacy = [Document("a.md#y", "y"), Document("gone.txt", "g")]  # written before sources were recorded
-    with caplog.at_level(logging.WARNING, logger="sirerag.core.io.folder"):
+    with caplog.at_level(logging.WARNING, logger="sirerag.corpus.folder"):
         assert stale_folder_ids(legacy, new, docs, sync=True, index="idx") == []
     assert "idx: its documents carry no record of the file they came from" in caplog.text
     assert "rebuild the index from the folder" in caplog.text
@@ -196,7 +196,7 @@ def test_sync_removes_only_the_documents_that_folder_gave(folder, tmp_path, caps
 def test_an_empty_file_blocks_neither_build_nor_sync(folder, tmp_path, capsys, caplog):
     (folder / "empty.txt").write_text("", encoding="utf-8")
     out = tmp_path / "index"
-    with caplog.at_level(logging.WARNING, logger="sirerag.core.io"):
+    with caplog.at_level(logging.WARNING, logger="sirerag.corpus"):
         assert main(["build", str(folder), "--out", str(out), "--trees", "none", "--quiet"]) == 0
     assert "skipped 1 empty file(s) (no text but white space): empty.txt" in caplog.text
     assert "empty.txt" not in _ids(out)

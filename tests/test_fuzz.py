@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sirerag.core.errors import InputError
 from sirerag.extraction.llm import _EXAMPLE_FACTS, read_facts
 from sirerag.extraction.parse import ParseError
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.core.types import Document, collapse_ws
 
 FUZZ = settings(deadline=None, derandomize=True, database=None,

@@ -18,12 +18,12 @@ import pytest
 from sirerag.cli.main import main
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import InputError
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.core.io.manifest import Drift, Manifest
 from sirerag.pipeline.changes import plan_changes, record_change
 from sirerag.pipeline.update import update_index
 from sirerag.pipeline.verify import verify_index
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 from sirerag.trees.base import CountingSummarizer
 from sirerag.trees.incremental import update_tree
 from sirerag.core.types import Document, Node

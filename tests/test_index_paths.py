@@ -24,7 +24,7 @@ from sirerag.core.io.contained import leaves
 from sirerag.core.io.guard import DATASET_MARKER, check_dataset_out, check_export_out
 from sirerag.core.io.manifest import read_manifest
 from sirerag.graph.store import load_graph
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 
 
 def _edit(index: Path, change) -> None:

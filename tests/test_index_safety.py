@@ -16,7 +16,8 @@ from sirerag.core.errors import CacheError, ConfigError, IndexFormatError, Index
 from sirerag.pool.export import export_pool
 from sirerag.core.io import atomic_path, index_lock, write_jsonl, write_manifest
 from sirerag.core.io.staging import staged_index
-from sirerag.pool.store import DOCUMENTS, load_index, load_pool, save_pool
+from sirerag.pool.store import DOCUMENTS, load_pool, save_pool
+from sirerag.pool.loaded import load_index
 from sirerag.core.types import Node, Pool
 
 

@@ -8,7 +8,7 @@ import pytest
 from sirerag.embedding import load_embedder
 from sirerag.core.errors import ConfigError
 from sirerag.llm.factory import parse_spec
-from sirerag.http import RetryPolicy, public_url, split_openai_spec
+from sirerag.llm.http import RetryPolicy, public_url, split_openai_spec
 
 
 def test_one_spec_rule_for_chat_and_embeddings():

@@ -16,7 +16,7 @@ from sirerag.core.errors import IndexFormatError
 from sirerag.core.io.guard import check_index_out
 from sirerag.core.io.manifest import (Component, Drift, EmbedderRecord, FileRecord, Manifest, Resources,
                                       read_manifest)
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 
 PACKAGE = Path(__file__).resolve().parents[1] / "sirerag"
 OWNER = PACKAGE / "core" / "io" / "manifest"

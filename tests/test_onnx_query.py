@@ -105,7 +105,7 @@ def dense_index(tmp_path_factory, minilm_torch):
 
 @pytest.mark.slow
 def test_onnx_queries_match_torch_and_give_the_same_hits(export_home, dense_index, minilm_torch, monkeypatch):
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(export_home))
@@ -133,7 +133,7 @@ def test_dense_search_with_the_export_imports_no_torch(export_home, dense_index,
     assert done.returncode == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert json.loads(lines[-1]) == {"rc": 0, "heavy": []}
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     reference = load_retriever("dense", load_index(dense_index), embedder=minilm_torch).search(query, k=10)
@@ -145,7 +145,7 @@ def test_dense_search_with_the_export_imports_no_torch(export_home, dense_index,
 def test_without_an_export_search_loads_torch_and_says_how_to_get_the_fast_path(
         export_home, dense_index, tmp_path, monkeypatch, caplog):
     from sirerag.embedding.sentence_transformers import SentenceTransformerEmbedder
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty"))

@@ -20,7 +20,7 @@ from sirerag.core.config import BuildConfig
 from sirerag.core.errors import ConfigError
 from sirerag.core.io.guard import check_cache_dir, check_file_out, written_by_sirerag
 from sirerag.pipeline.build import build_index
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "data"

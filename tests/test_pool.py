@@ -7,7 +7,8 @@ import pytest
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import write_manifest
-from sirerag.pool.store import flatten, load_index, load_pool, register_component, save_pool
+from sirerag.pool.store import flatten, load_pool, register_component, save_pool
+from sirerag.pool.loaded import load_index
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Node, Pool, document_id
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from sirerag.cli.main import main
+from sirerag.core.errors import IndexFormatError
 from sirerag.graph.facts import FactTable
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 QUESTIONS = [json.loads(line)["question"] for line in (DATA / "questions.jsonl").read_text().splitlines()[:12]]
@@ -52,13 +53,21 @@ def _forget_aids(monkeypatch):
     monkeypatch.setattr(store, "load_graph", without_aids)
 
 
+def _use_no_aid(monkeypatch):
+    """Make the loader use none of the stored aids, as for a pool they were not stored for: each is computed."""
+    import sirerag.retrievers.ppr_aids as aids
+
+    for name in ("load_pool_nodes", "load_seeds_bm25", "load_surface_forms", "load_tagger_counts"):
+        monkeypatch.setattr(aids, name, lambda *args, **kwargs: None)
+
+
 def test_the_build_stores_the_aids_and_a_search_ranks_as_without_them(graph_index, monkeypatch):
     meta = json.loads((graph_index / "graph" / "graph.json").read_text())
     assert set(meta["query_aids"]) == {"seeds_bm25", "surface", "tagger", "fact_rows", "pool_nodes"}
     assert (graph_index / "graph" / "seeds_bm25" / "tokenizer.json").is_file()
     index = load_index(graph_index)
     stored = _hits(index)
-    _forget_aids(monkeypatch)
+    _use_no_aid(monkeypatch)
     assert _hits(index) == stored  # rebuilt in memory: the same ranking, to the score
 
 
@@ -122,12 +131,12 @@ def test_the_pools_nodes_are_used_only_for_the_entries_they_were_stored_for(grap
         assert load_pool_nodes(graph_index / "graph", meta.query_aids, **{**given, **wrong}) is None
 
 
-def test_an_index_without_aids_still_searches_and_says_why_it_is_slower(graph_index, monkeypatch, caplog):
+def test_an_index_without_aids_is_refused_with_one_line_to_rebuild(graph_index, monkeypatch):
     _forget_aids(monkeypatch)
-    with caplog.at_level("INFO", logger="sirerag.retrievers"):
-        assert len(_hits(load_index(graph_index))) == len(QUESTIONS)
-    assert "no stored seed BM25 index or surface forms" in caplog.text
-    assert "no stored tagger counts" in caplog.text
+    with pytest.raises(IndexFormatError, match=r"was built by an older sirerag \(no stored query aid seeds_bm25; no "
+                                               r"stored query aid pool_nodes; no stored query aid surface; no stored "
+                                               r"query aid tagger\): rebuild it with sirerag \S+ \(sirerag build "):
+        _hits(load_index(graph_index))
 
 
 @pytest.mark.slow
@@ -144,7 +153,7 @@ def test_an_add_writes_the_aids_for_the_new_pool(graph_index, tmp_path, monkeypa
     assert meta["query_aids"]["fact_rows"]["facts"] == facts
     assert meta["query_aids"]["pool_nodes"]["entries"] == len(index.pool)
     stored = _hits(index)
-    _forget_aids(monkeypatch)
+    _use_no_aid(monkeypatch)
     assert _hits(index) == stored
 
 

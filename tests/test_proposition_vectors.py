@@ -158,7 +158,7 @@ def _check_index(index: Path, minilm) -> dict[str, np.ndarray]:  # noqa: ANN001
     """propositions.npy is aligned with propositions.jsonl, listed in the manifest, the rows are the
     propositions' embeddings, and every aggregate's pool row is their renormalised token-weighted mean;
     returns id -> row."""
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.core.types import collapse_ws
 
     loaded = load_index(index)
@@ -196,7 +196,7 @@ def test_an_index_stores_the_rows_and_add_and_remove_keep_them_aligned(tmp_path)
     graph, _ = load_graph(index / "graph")
     assert len(graph.facts) and all(np.array_equal(built[f.id], row)
                                     for f, row in zip(graph.facts, graph.fact_embeddings))  # the same rows reused
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
 
     record = load_index(index).manifest.component("proposition_vectors")
     assert record.path == PROPOSITION_VECTORS and record.rows == len(built)
@@ -246,38 +246,30 @@ def test_short_texts_use_every_usable_core_and_get_the_same_vectors_as_with_one(
     assert np.array_equal(fast.encode_documents(texts), one.encode_documents(texts))  # bitwise: threads only split work
 
 
-def test_an_index_built_before_the_setting_is_updated_as_it_was_built(tmp_path):
-    from sirerag.embedding import load_embedder
+def test_an_index_built_before_the_setting_is_refused_by_an_update(tmp_path):
+    """An index built before ``relatedness.aggregate_vectors`` is not updated with a guess at how its aggregates
+    were embedded: the update stops in one line saying to rebuild, before anything is written."""
     from sirerag.pipeline.build import build_index
     from sirerag.pipeline.update import update_index
-    from sirerag.pool.store import load_index
 
-    minilm = load_embedder("minilm", show_progress=False)
     config = BuildConfig(trees=("relatedness",), seed=7, chunking=ChunkingConfig(mode="passage"))
     index = tmp_path / "index"
     build_index(_write(tmp_path / "old.jsonl", DOCS), index, config, show_progress=False)
     manifest = json.loads((index / "manifest.json").read_text(encoding="utf-8"))  # as an older build wrote it
-    del manifest["config"]["relatedness"]["aggregate_vectors"], manifest["components"]["proposition_vectors"]
-    del manifest["files"][PROPOSITION_VECTORS]
-    (index / PROPOSITION_VECTORS).unlink()
+    del manifest["config"]["relatedness"]["aggregate_vectors"]
     (index / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    before = {e.id for e in load_index(index).pool.entries}
-    update_index(index, add=_write(tmp_path / "new.jsonl", NEW))
-    loaded = load_index(index)
-    new = [(e, r) for e, r in zip(loaded.pool.entries, loaded.pool.embeddings)
-           if e.kind == "aggregate" and e.id not in before]
-    assert new
-    texts = minilm.encode_documents([e.text for e, _ in new])
-    assert float(np.min(np.sum(texts * np.vstack([r for _, r in new]), axis=1))) > 0.9999  # embedded as text
-    props = loaded.propositions()
-    assert load_proposition_vectors(index, len(props)).shape == (len(props), 384)  # and the rows are there now
+    written = (index / "manifest.json").read_bytes()
+    with pytest.raises(IndexFormatError, match=r"was built by an older sirerag \(no relatedness.aggregate_vectors "
+                                               r"setting\): rebuild it with sirerag \S+ \(sirerag build CORPUS"):
+        update_index(index, add=_write(tmp_path / "new.jsonl", NEW))
+    assert (index / "manifest.json").read_bytes() == written
 
 
 def test_a_graph_without_the_relatedness_tree_stores_the_rows_for_bridging_and_add_keeps_them(tmp_path):
     from sirerag.embedding import load_embedder
     from sirerag.pipeline.build import build_index
     from sirerag.pipeline.update import update_index
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     minilm = load_embedder("minilm", show_progress=False)

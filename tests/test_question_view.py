@@ -11,7 +11,7 @@ import pytest
 
 from sirerag.cli.main import main
 from sirerag.core.errors import InputError
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 from sirerag.report.render import write_report
 from sirerag.retrievers import load_retriever
 from sirerag.retrievers.ppr_explain import explain

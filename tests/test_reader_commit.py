@@ -1,6 +1,6 @@
 """A reader sees one committed index, and damaged arrays are found at load (issue 25, items 2 and 7).
 
-A loaded :class:`~sirerag.pool.store.LoadedIndex` knows its commit; everything read later (BM25, the graph,
+A loaded :class:`~sirerag.pool.loaded.LoadedIndex` knows its commit; everything read later (BM25, the graph,
 chunks, documents) is checked to come from that commit, so an ``add`` that commits between the
 load and a later read gives "the index changed while it was being read" (one line and exit 1
 in the CLI), never a passage of one index under the score of another. The swap is made to
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from _llm_server import EmbeddingServer
 
-import sirerag.pool.store as pool_mod
+import sirerag.pool.loaded as pool_mod
 from sirerag.cli.main import main
 from sirerag.core.config import BuildConfig
 from sirerag.core.errors import IndexChangedError, IndexFormatError
@@ -25,7 +25,7 @@ from sirerag.core.io import read_json, write_json
 from sirerag.core.io.manifest import SAMPLE_BLOCK, SAMPLE_BLOCKS, sample_digest
 from sirerag.pipeline.build import build_index
 from sirerag.pipeline.update import update_index
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 from sirerag.retrievers import load_retriever
 
 CHANGED = "the index changed while it was being read"

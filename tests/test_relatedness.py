@@ -104,7 +104,7 @@ def full_llm_build(tmp_path, llm_spec: str) -> None:  # noqa: ANN001
     from sirerag.report.stats import index_stats
     from sirerag.core.config import BuildConfig
     from sirerag.pipeline.build import build_index
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
 
     docs = SCRIPTED_DOCS[:3]
     config = BuildConfig().with_overrides(
@@ -131,7 +131,7 @@ def test_full_build_with_a_scripted_model_produces_both_trees(tmp_path) -> None:
     """Every LLM stage answered by a scripted server: both trees exist, with aggregates of the shared entities."""
     from _llm_server import FlakyServer
 
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
 
     with FlakyServer(reply=scripted_reply) as server:
         full_llm_build(tmp_path, f"openai:scripted@{server.url}")

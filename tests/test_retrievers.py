@@ -12,7 +12,7 @@ import numpy as np
 
 import pytest
 
-from sirerag.core.errors import ConfigError
+from sirerag.core.errors import ConfigError, IndexFormatError
 from sirerag.retrievers import load_retriever
 from sirerag.retrievers.bm25 import BM25Retriever, tokenize
 from sirerag.retrievers.dense import DenseRetriever, top_k
@@ -103,14 +103,19 @@ def test_unknown_retriever_lists_the_choices():
 class _Index:
     """Just enough of an index for choosing and checking retrievers."""
 
-    def __init__(self, graph: bool, linked_titles: int | None = None, passages: int = 100) -> None:
-        self.graph = graph
+    def __init__(self, graph: bool, linked_titles: int | None = 18, passages: int = 100) -> None:
+        from sirerag.core.config import GraphConfig
+        from sirerag.core.io.manifest import FORMAT_VERSION, Manifest
+        from sirerag.pool.current import GRAPH_SETTINGS
+
+        self.graph, self.path = graph, Path("idx")
         stats = {"passage_nodes": passages} if linked_titles is None else \
             {"passage_nodes": passages, "linked_titles": linked_titles}
-        from sirerag.core.io.manifest import FORMAT_VERSION, Manifest
-
-        self.manifest = Manifest.from_dict({"format_version": FORMAT_VERSION, "components": {"graph": {"type": "entity_graph", "path": "graph",
-                                                                     "stats": stats}} if graph else {}})
+        settings = {name: getattr(GraphConfig(), name) for name in GRAPH_SETTINGS}
+        components = {"graph": {"type": "entity_graph", "path": "graph", "stats": stats, "settings": settings},
+                      "proposition_vectors": {"type": "proposition_vectors", "path": "propositions.npy"}}
+        self.manifest = Manifest.from_dict({"format_version": FORMAT_VERSION,
+                                            "components": components if graph else {}})
 
     def component(self, name):
         return "graph" if self.graph and name == "graph" else None
@@ -120,23 +125,25 @@ def test_default_retriever_skips_what_the_index_cannot_serve(monkeypatch):
     import sirerag.retrievers as retrievers
 
     assert retrievers.default_retriever(_Index(graph=False)) == ("dense", {})
-    assert retrievers.default_retriever(_Index(graph=True)) == ("ppr", {"linking": "ner"})  # the measured best
+    assert retrievers.default_retriever(_Index(graph=True)) == ("ppr", {})  # the measured best
     # a graph retriever first in the list is taken only when the index has a graph
-    monkeypatch.setattr(retrievers, "DEFAULTS", (("dense+bm25+ppr", {"linking": "ner"}), ("dense+bm25", {})))
+    monkeypatch.setattr(retrievers, "DEFAULTS", (("dense+bm25+ppr", {}), ("dense+bm25", {})))
     assert retrievers.default_retriever(_Index(graph=False)) == ("dense+bm25", {})
-    assert retrievers.default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {"linking": "ner"})
+    assert retrievers.default_retriever(_Index(graph=True)) == ("dense+bm25+ppr", {})
 
 
 def test_the_default_fits_the_corpus_shape():
     import sirerag.retrievers as retrievers
 
     # titles that other passages name (Wikipedia paragraphs): PPR; files titled by their paths: dense
-    assert retrievers.default_retriever(_Index(graph=True, linked_titles=18)) == ("ppr", {"linking": "ner"})
-    assert retrievers.default_retriever(_Index(graph=True, linked_titles=5)) == ("ppr", {"linking": "ner"})
+    assert retrievers.default_retriever(_Index(graph=True, linked_titles=18)) == ("ppr", {})
+    assert retrievers.default_retriever(_Index(graph=True, linked_titles=5)) == ("ppr", {})
     assert retrievers.default_retriever(_Index(graph=True, linked_titles=4)) == ("dense", {})
     assert retrievers.default_retriever(_Index(graph=True, linked_titles=0)) == ("dense", {})
-    # a graph built before the measure keeps PPR
-    assert retrievers.default_retriever(_Index(graph=True, linked_titles=None)) == ("ppr", {"linking": "ner"})
+    # a graph built before the measure: rebuild it
+    with pytest.raises(IndexFormatError, match=r"^idx was built by an older sirerag \(no count of linked titles\): "
+                                               r"rebuild it with sirerag \S+ \(sirerag build CORPUS --out idx\)$"):
+        retrievers.default_retriever(_Index(graph=True, linked_titles=None))
 
 
 def test_the_graph_counts_titles_named_by_other_passages():
@@ -172,10 +179,19 @@ def test_the_options_of_a_retriever_are_the_keywords_of_its_load():
 
     for name in RETRIEVERS:
         parameters = inspect.signature(loader(name)).parameters.values()
+        named = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+        if name == "ppr":  # its keywords and the fields of its settings
+            from sirerag.core.config.retrieval import PoolRule, PPRSettings
+            from sirerag.retrievers.ppr import OBJECTS
+
+            assert named == set(OBJECTS)
+            assert options_of(name) == named | (set(PPRSettings.option_names()) - set(PoolRule.option_names()))
+            continue
         assert not [p for p in parameters if p.kind is p.VAR_KEYWORD], f"{name}.load takes **kwargs"
-        assert options_of(name) == {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+        assert options_of(name) == named
     assert options_of("colbert") == {"checkpoint", "query_maxlen", "timeout"}
-    assert {"damping", "linking", "bm25_share", "entry_score", "tagger"} <= options_of("ppr")
+    assert {"damping", "linking", "bm25_share", "bridge_hops", "tagger"} <= options_of("ppr")
+    assert "entry_score" not in options_of("ppr") and "leaf_share" not in options_of("ppr")
     assert options_of("bm25") == {"k1", "b", "method"} and options_of("dense") == {"embedder", "exact", "ann_expansion_search"}
 
 

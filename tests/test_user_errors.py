@@ -25,7 +25,7 @@ from sirerag.cli.main import main
 from sirerag.core.config import BuildConfig, ChunkingConfig, load_config
 from sirerag.core.config.sections import SECTIONS as BUILD_SECTIONS
 from sirerag.core.errors import ConfigError, InputError, SireragError
-from sirerag.core.io.corpus import load_corpus
+from sirerag.corpus.load import load_corpus
 from sirerag.llm.base import LLMCallError
 from sirerag.retrievers.bm25 import BM25Retriever
 from sirerag.retrievers.dense import DenseRetriever
@@ -235,7 +235,7 @@ def test_control_characters_are_removed_and_counted(tmp_path, caplog):
     rows[1]["text"] = "Clara\x00 Peeters\x1b[0m was\x0ca painter.\r\nShe\tlived in Antwerp.\x7f"
     rows[2]["title"] = "Title\x01"
     path = _write_jsonl(tmp_path / "c.jsonl", rows)
-    with caplog.at_level(logging.WARNING, logger="sirerag.core.io.corpus"):
+    with caplog.at_level(logging.WARNING, logger="sirerag.corpus.load"):
         docs = load_corpus(path)
     assert docs[1].text == "Clara Peeters[0m was a painter.\r\nShe\tlived in Antwerp."
     assert docs[2].title == "Title" and docs[0].text == rows[0]["text"]
@@ -249,7 +249,7 @@ def test_a_passage_over_the_size_limit_gets_a_warning_with_its_line(tmp_path, ca
     rows = _rows(3)
     rows[2]["text"] = "word " * 300
     path = _write_jsonl(tmp_path / "big.jsonl", rows)
-    with caplog.at_level(logging.WARNING, logger="sirerag.core.io.corpus"):
+    with caplog.at_level(logging.WARNING, logger="sirerag.corpus.load"):
         load_corpus(path)
         assert "over" not in caplog.text  # 1 MB by default
         load_corpus(path, warn_passage_bytes=1000)

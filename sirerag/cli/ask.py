@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.api import Index
     from sirerag.core.config import LLMConfig, QueryConfig, load_config
     from sirerag.core.errors import check
-    from sirerag.core.io.corpus import strip_controls
+    from sirerag.corpus.load import strip_controls
     from sirerag.llm.factory import parse_spec
     from sirerag.retrievers.base import check_query
 

@@ -9,7 +9,7 @@ from sirerag.cli.common import add_common, progress_enabled
 from sirerag.cli.search import add_retriever_options, retriever_options
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 
 def register(sub: Any) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.evaluation.trec import write_run
     from sirerag.core.io import write_json
     from sirerag.core.io.guard import GENERATOR, check_cache_dir, check_file_outs
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
     from sirerag.retrievers.pool_rank import describe
 
@@ -150,7 +150,7 @@ def _read(args: argparse.Namespace, index: LoadedIndex, retriever: Any, question
     from sirerag.core.config import LLMConfig
     from sirerag.evaluation.qa import efficiency, evaluate_reader
     from sirerag.llm.factory import load_llm
-    from sirerag.pool.store import load_index
+    from sirerag.pool.loaded import load_index
     from sirerag.retrievers import load_retriever
 
     llm = load_llm(args.reader, config=LLMConfig(), cache_dir=args.reader_cache)

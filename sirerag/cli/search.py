@@ -16,37 +16,55 @@ from typing import Any, NamedTuple
 
 from sirerag.cli.common import add_common
 
-RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: ppr with --linking ner "
-                  "when the index has a graph, else dense)")
+RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: ppr when the index has a graph "
+                  "whose titles link passages, else dense)")
 
 
 def add_retriever_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retriever", help=RETRIEVER_HELP)
-    p.add_argument("--linking", choices=["ner", "fact"], help="query linking for --retriever ppr (default ner)")
     p.add_argument("--checkpoint", help="ColBERT checkpoint (local path or name) for --retriever colbert")
     p.add_argument("--fact-filter", metavar="LLM_SPEC",
                    help="LLM that filters the retrieved facts of --linking fact (HippoRAG 2's recognition memory)")
-    p.add_argument("--passage-weight", type=float,
-                   help="--retriever ppr: weight of the passage seeds in the reset (default 0.05)")
     p.add_argument("--fusion", choices=["score", "rrf"], help="fusion of a+b retrievers (default score)")
     p.add_argument("--exact", action="store_true", default=None,
                    help="dense: score every pool entry even when the index has an approximate (HNSW) index")
-    p.add_argument("--pool-rule", choices=["passages", "native"],
-                   help="over a full pool: passages (summaries and aggregates never push out passages; the "
-                        "default) or native (the retriever's own ranking)")
-    p.add_argument("--leaf-share", type=float,
-                   help="with the passages rule: least share of leaves at every prefix of the ranking (default 0.8 for ppr, 0.9 otherwise)")
-    p.add_argument("--lift-ratio", type=float,
-                   help="with the passages rule: a summary or aggregate held back by the leaf share that scores this "
-                        "many times the next leaf places its best unranked passage first (default 5 for ppr, "
-                        "0 = off otherwise)")
+    add_settings_options(p)
+
+
+def add_settings_options(p: argparse.ArgumentParser) -> None:
+    """One flag per search option of :class:`~sirerag.core.config.retrieval.PPRSettings` (``--passage-weight``,
+    ``--bridge-hops``, ``--leaf-share``...): its type, choices, description and default come from the field."""
+    from sirerag.core.config.retrieval import PoolRule, choices, doc_of, options
+
+    ppr = p.add_argument_group("ppr settings (--retriever ppr, the default with a graph; docs/ppr.md)")
+    pool = p.add_argument_group("pool rule (any retriever, over a pool with summaries or aggregates)")
+    others = PoolRule()
+    for name, f, default in options():
+        in_pool = name in PoolRule.option_names()
+        shown = "the graph's" if default is None else f"{default:g}" if isinstance(default, float) else default
+        if in_pool and getattr(others, name) != default:
+            other = getattr(others, name)
+            shown = f"{shown} for ppr, {other:g} otherwise" if isinstance(other, float) else f"{shown} for ppr"
+        kwargs: dict[str, Any] = {"help": f"{doc_of(f)} (default {shown})".replace("%", "%%")}
+        allowed = choices(f)
+        if allowed is not None:
+            kwargs["choices"] = list(allowed)
+        elif isinstance(f.type, str) and f.type.startswith("bool"):
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = int if f.type.startswith("int") else float
+        (pool if in_pool else ppr).add_argument("--" + name.replace("_", "-"), **kwargs)
+
+
+#: retriever options that are no settings field: objects and the other retrievers' options
+OTHER_OPTIONS = ("checkpoint", "fact_filter", "fusion", "exact")
 
 
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
-    pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter),
-             ("passage_weight", args.passage_weight), ("fusion", args.fusion), ("pool_rule", args.pool_rule),
-             ("leaf_share", args.leaf_share), ("lift_ratio", args.lift_ratio), ("exact", args.exact))
-    return {k: v for k, v in pairs if v is not None}
+    from sirerag.core.config.retrieval import PPRSettings
+
+    names = (*OTHER_OPTIONS, *PPRSettings.option_names())
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
 
 
 def register(sub: Any) -> None:
@@ -146,7 +164,7 @@ def clean_queries(queries: list[Query]) -> list[Query]:
     """
     from sirerag.core.config import QueryConfig
     from sirerag.core.errors import InputError
-    from sirerag.core.io.corpus import strip_controls
+    from sirerag.corpus.load import strip_controls
     from sirerag.retrievers.base import check_query
 
     if not queries:

@@ -12,23 +12,37 @@ search refits every row for every k it visits. Above ``clustering.sample_above``
 
 The fit's memory and time depend on the sample only; the assignment is linear in the rows and each
 block is independent of the others (the blocks are fixed by position, so the same input and seed give
-the same clusters however the blocks are run).
+the same clusters however the blocks are run). Inside a :func:`clustering_engine` block with a distributed
+engine (Ray), the blocks run on the engine's workers: the fit travels with the worker factory, rows and
+probabilities as JSON numbers (exact for float32 rows and float64 probabilities), so the clusters are
+the same as here.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import logging
 import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from sirerag.clustering.gmm import ClusterStats, best_mixture, soft_memberships
+from sirerag.engine import Engine, runs_here
+
+logger = logging.getLogger(__name__)
 
 #: Rows per assignment block. Fixed: UMAP ``transform`` optimises a block's points together, so a row's
 #: coordinates depend on the rows it is assigned with.
 ASSIGN_BLOCK = 4096
+#: Blocks handed to a distributed engine at once, per worker: bounds the driver's memory for the rows'
+#: JSON form whatever the level's size.
+BLOCKS_PER_WORKER = 2
+
+_ENGINE: contextvars.ContextVar[Engine | None] = contextvars.ContextVar("sirerag_clustering_engine", default=None)
 
 
 @dataclass(frozen=True)
@@ -103,10 +117,58 @@ def sample_and_assign(points: np.ndarray, *, global_step: bool, config: Any, ran
     probabilities[sample] = fit.sample_probabilities
     rest = np.setdiff1d(np.arange(len(points)), sample, assume_unique=True)
     start, cpu = time.perf_counter(), time.process_time()
-    for first in range(0, len(rest), ASSIGN_BLOCK):
-        rows = rest[first:first + ASSIGN_BLOCK]
-        probabilities[rows] = assign_block(fit, points[rows])
+    blocks = [rest[first:first + ASSIGN_BLOCK] for first in range(0, len(rest), ASSIGN_BLOCK)]
+    engine = _ENGINE.get()
+    if engine is None:
+        for rows in blocks:
+            probabilities[rows] = assign_block(fit, points[rows])
+    else:
+        _assign_on(engine, fit, points, blocks, probabilities)
     stats.seconds_umap += time.perf_counter() - start
     stats.cpu_seconds_umap += time.process_time() - cpu
     stats.sampled_steps += 1
     return soft_memberships(probabilities, config.threshold)
+
+
+@contextlib.contextmanager
+def clustering_engine(engine: Engine | None) -> Iterator[Engine | None]:
+    """Within the block, :func:`sample_and_assign` runs its assignment blocks on ``engine`` when that is a
+    distributed engine (for one running here, or None, they stay in this process). Yields the engine used
+    for them, or None."""
+    chosen = None if runs_here(engine) else engine
+    token = _ENGINE.set(chosen)
+    try:
+        yield chosen
+    finally:
+        _ENGINE.reset(token)
+
+
+class _AssignFactory:
+    """Builds the worker of the assignment blocks: :func:`assign_block` with one fit. Pickles with its fit
+    (UMAP and scikit-learn models pickle), which is how a distributed engine ships it to its workers."""
+
+    def __init__(self, fit: SampleFit) -> None:
+        self.fit = fit
+
+    def __call__(self) -> Callable[[list[Any]], list[Any]]:
+        fit = self.fit
+
+        def worker(rows: list[Any]) -> list[Any]:
+            return assign_block(fit, np.asarray(rows, dtype=np.float32)).tolist()
+
+        return worker
+
+
+def _assign_on(engine: Engine, fit: SampleFit, points: np.ndarray, blocks: list[np.ndarray],
+               probabilities: np.ndarray) -> None:
+    """Run :func:`assign_block` for ``blocks`` (row positions) on ``engine``, a window of blocks at a time,
+    writing each block's probabilities into ``probabilities`` at its rows."""
+    factory = _AssignFactory(fit)
+    window = max(1, engine.actors) * BLOCKS_PER_WORKER
+    logger.info("assigning %d rows in %d blocks on the %s engine", sum(len(b) for b in blocks), len(blocks),
+                engine.name)
+    for first in range(0, len(blocks), window):
+        chunk = blocks[first:first + window]
+        batches = [points[rows].tolist() for rows in chunk]
+        for index, result in engine.map_batches(factory, batches, label="clustering (assign rows)"):
+            probabilities[chunk[index]] = np.asarray(result, dtype=np.float64)

@@ -20,7 +20,7 @@ def parse_embedder_spec(spec: str, *, option: str = "embedder spec") -> tuple[st
 
     Raises:
         ConfigError: the spec has none of the forms :func:`load_embedder` takes, or an ``openai:`` spec names
-            its server wrongly (:func:`~sirerag.http.split_openai_spec`).
+            its server wrongly (:func:`~sirerag.llm.http.split_openai_spec`).
     """
     check(isinstance(spec, str) and bool(spec.strip()), option, spec, SPEC_FORMS)
     backend, sep, rest = spec.strip().partition(":")
@@ -30,7 +30,7 @@ def parse_embedder_spec(spec: str, *, option: str = "embedder spec") -> tuple[st
           SPEC_FORMS)
     if backend == "openai":
         from sirerag.embedding.openai import DEFAULT_MODEL
-        from sirerag.http import split_openai_spec
+        from sirerag.llm.http import split_openai_spec
 
         split_openai_spec(rest, default_model=DEFAULT_MODEL, option=option)
     return backend, rest.strip() if backend == "st" else rest
@@ -79,7 +79,7 @@ def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = Fals
         return load_sentence_transformer(rest, batch_size=batch_size, show_progress=show_progress,
                                          precision=precision)
     from sirerag.embedding.openai import DEFAULT_MODEL, OpenAIEmbedder
-    from sirerag.http import split_openai_spec
+    from sirerag.llm.http import split_openai_spec
 
     model, url = split_openai_spec(rest, default_model=DEFAULT_MODEL)
     return OpenAIEmbedder(model, base_url=url, batch_size=batch_size, show_progress=show_progress)

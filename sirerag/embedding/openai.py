@@ -3,7 +3,7 @@
 The key is read only from the environment (``OPENAI_API_KEY``); it is never part
 of the spec, a log line, an error or a cache key. Requests are batched; transient
 failures (HTTP 408/429/5xx, timeouts, dropped connections) are retried by
-:func:`sirerag.http.call_with_retries` (the same policy as the chat backend),
+:func:`sirerag.llm.http.call_with_retries` (the same policy as the chat backend),
 other errors are raised at once.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from sirerag.embedding.base import l2_normalize
 from sirerag.core.errors import ConfigError, SireragError, require
-from sirerag.http import RequestFailed, RetryPolicy, call_with_retries, check_server_url, public_url
+from sirerag.llm.http import RequestFailed, RetryPolicy, call_with_retries, check_server_url, public_url
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from sirerag.llm.prompts import QA_READER
 from sirerag.core.types import Pool
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.io import load_npy
-from sirerag.graph.bridge_settings import BridgeSettings
+from sirerag.core.config import GraphConfig
+from sirerag.core.config.retrieval import BridgeSettings
 from sirerag.graph.build import EntityGraph, GraphFact
 from sirerag.graph.facts import FactTable, fact_arrays
 from sirerag.graph.linking import Bridge, Seeds
@@ -63,7 +64,8 @@ class PropositionBridge:
     def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray,
                  rows: np.ndarray | None = None, titles: Sequence[tuple[int, str]] = (),
                  passage_index: Mapping[str, int] | None = None, adjacency: sp.csr_matrix | None = None,
-                 entity_vectors: np.ndarray | None = None, synonym_threshold: float = 0.8) -> None:
+                 entity_vectors: np.ndarray | None = None,
+                 synonym_threshold: float = GraphConfig.synonym_threshold) -> None:
         if rows is not None and (len(rows) != len(facts) or (
                 len(rows) and not (0 <= int(np.min(rows)) and int(np.max(rows)) < len(vectors)))):
             raise ValueError(f"{len(rows)} vector rows for {len(facts)} graph facts, or a row outside the "
@@ -232,7 +234,7 @@ def _title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: 
 
 
 def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None, *,
-                title_weight: float = 0.0, synonym_threshold: float = 0.8) -> PropositionBridge:
+                title_weight: float, synonym_threshold: float) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
     where it has them; facts without a stored vector are embedded now (with a warning). ``title_weight``: the
     graph's (its ``settings``), from which its title edges are read (:meth:`EntityGraph.titled`).

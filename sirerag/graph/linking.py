@@ -125,7 +125,7 @@ def top_facts(graph: EntityGraph, query_embedding: np.ndarray, k: int) -> list[t
     return [(int(i), float(scores[i])) for i in order]
 
 
-def fact_seeds(graph: EntityGraph, facts: Sequence[tuple[int, float]], top_entities: int = 5) -> Seeds:
+def fact_seeds(graph: EntityGraph, facts: Sequence[tuple[int, float]], top_entities: int) -> Seeds:
     """Entity seeds of the kept facts (``fact`` mode): each entity's weight is the mean
     over the facts that mention it of ``fact score / passage count``; the
     ``top_entities`` largest positive weights are kept (ties: lower node first)."""

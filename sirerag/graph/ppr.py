@@ -18,6 +18,7 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
+from sirerag.core.config.sections import GraphConfig
 from sirerag.core.errors import check
 
 logger = logging.getLogger(__name__)
@@ -29,13 +30,14 @@ class PersonalizedPageRank:
     Args:
         adjacency: ``(n, n)`` non-negative edge weights; ``adjacency[i, j]`` is the
             weight of the edge ``i -> j`` (symmetric for an undirected graph).
-        damping: probability of following an edge rather than resetting (HippoRAG: 0.5).
+        damping: probability of following an edge rather than resetting.
         tol: stop when the L1 change between two iterations is below this.
         max_iter: iteration cap; reaching it logs a warning.
+        (All three default to the build's, :class:`~sirerag.core.config.GraphConfig`.)
     """
 
-    def __init__(self, adjacency: sp.spmatrix | np.ndarray, *, damping: float = 0.5, tol: float = 1e-6,
-                 max_iter: int = 100) -> None:
+    def __init__(self, adjacency: sp.spmatrix | np.ndarray, *, damping: float = GraphConfig.damping,
+                 tol: float = GraphConfig.tol, max_iter: int = GraphConfig.max_iter) -> None:
         check(0.0 <= float(damping) < 1.0, "damping", damping, "a number in [0, 1)")
         check(float(tol) > 0.0, "tol", tol, "a positive number")
         check(isinstance(max_iter, int) and max_iter >= 1, "max_iter", max_iter, "an integer >= 1")
@@ -95,7 +97,8 @@ class PersonalizedPageRank:
         return p[:, 0] if one_d else p
 
 
-def personalized_pagerank(adjacency: sp.spmatrix | np.ndarray, reset: np.ndarray, *, damping: float = 0.5,
-                          tol: float = 1e-6, max_iter: int = 100) -> np.ndarray:
+def personalized_pagerank(adjacency: sp.spmatrix | np.ndarray, reset: np.ndarray, *,
+                          damping: float = GraphConfig.damping, tol: float = GraphConfig.tol,
+                          max_iter: int = GraphConfig.max_iter) -> np.ndarray:
     """One-off Personalized PageRank (see :class:`PersonalizedPageRank`)."""
     return PersonalizedPageRank(adjacency, damping=damping, tol=tol, max_iter=max_iter).run(reset)

@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sirerag.answers import SearchResult
+from sirerag.results import SearchResult
 
 if TYPE_CHECKING:
     from sirerag.api import Index

@@ -1,4 +1,5 @@
-"""LLM layer: the protocol, backends (OpenAI-compatible, local HF), the call cache and prompts.
+"""LLM layer: the protocol, backends (OpenAI-compatible, local HF), the call cache, prompts, and the HTTP layer
+the OpenAI embedder shares (:mod:`.http`).
 
 Create a backend with :func:`load_llm` (``openai:MODEL``, ``openai:MODEL@URL``,
 ``hf:smollm2``, ``hf:PATH[+adapter=DIR]``); pass ``cache_dir`` to cache every call.

@@ -18,7 +18,7 @@ from pathlib import Path
 from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError
 from sirerag.llm.base import LLM
-from sirerag.http import check_server_url, split_openai_spec
+from sirerag.llm.http import check_server_url, split_openai_spec
 
 BACKENDS = ("openai", "hf")
 
@@ -39,7 +39,7 @@ def parse_spec(spec: str, *, option: str = "llm spec") -> ParsedSpec:
 
     Raises:
         ConfigError: the spec has no known backend prefix, misses its model, has a model name that reads as a
-            server address, or a URL that is not http(s) (:func:`~sirerag.http.split_openai_spec`).
+            server address, or a URL that is not http(s) (:func:`~sirerag.llm.http.split_openai_spec`).
     """
     backend, sep, rest = (spec or "").partition(":")
     if not sep or backend not in BACKENDS or not rest:

@@ -2,7 +2,7 @@
 
 Requests run on a thread pool with at most ``max_concurrency`` in flight. A
 transient failure (HTTP 408, 429, any 5xx, a timeout, a connection error) is retried
-by :func:`sirerag.http.call_with_retries` (the same policy as the OpenAI
+by :func:`sirerag.llm.http.call_with_retries` (the same policy as the OpenAI
 embedder), and so is a 2xx reply that is not what the API answers (not JSON, no
 ``choices``, content that is not a string, more bytes than ``max_tokens`` allows:
 :mod:`sirerag.llm.reply`); anything else (other 4xx) fails that item at once. A server's
@@ -27,8 +27,8 @@ from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError, require
 from sirerag.llm.accounting import UsageLedger
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
-from sirerag.http import (RequestFailed, RetryPolicy, attempt_timeout, call_with_retries, check_server_url,
-                          public_url)
+from sirerag.llm.http import (RequestFailed, RetryPolicy, attempt_timeout, call_with_retries, check_server_url,
+                              public_url)
 from sirerag.llm.reply import parse_completion, read_capped, reply_cap
 
 logger = logging.getLogger(__name__)

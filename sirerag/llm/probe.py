@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from sirerag.core.errors import ConfigError
-from sirerag.http import public_url
+from sirerag.llm.http import public_url
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError
 from sirerag.llm.backend import make_backend
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
-from sirerag.http import public_url
+from sirerag.llm.http import public_url
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The body is read up to a byte cap that follows the request's ``max_tokens`` (so a server that
 ignores the budget cannot fill memory), parsed as JSON and checked: ``choices`` must be a
 non-empty list whose first ``message.content`` is a string. Anything else is a
-:class:`~sirerag.http.BadReply`, which the retry policy treats like a 5xx: retried, then one
+:class:`~sirerag.llm.http.BadReply`, which the retry policy treats like a 5xx: retried, then one
 line, never stored in the call cache.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from sirerag.llm.accounting import completion_tokens, request_tokens
 from sirerag.llm.base import Completion, LLMRequest
-from sirerag.http import BadReply
+from sirerag.llm.http import BadReply
 
 #: bytes a reply may take besides its completion (ids, usage, logprobs of a short answer)
 REPLY_OVERHEAD = 64 << 10

@@ -134,7 +134,7 @@ class CountingRunner:
 
     def load(self, stage: Stage) -> None:
         from sirerag.text.chunking import chunk_documents
-        from sirerag.core.io.corpus import load_corpus
+        from sirerag.corpus.load import load_corpus
 
         corpus, config = self.corpus, self.config
         self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \

@@ -17,7 +17,7 @@ LLM_OPTION, EXTRACTOR_OPTION, EMBEDDER_OPTION = "--llm", "--extractor-llm", "--e
 def endpoints_of(config: BuildConfig) -> list[Any]:
     """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``):
     the spec's URLs, else the URL from the environment, else OpenAI's API."""
-    from sirerag.http import split_openai_spec
+    from sirerag.llm.http import split_openai_spec
     from sirerag.llm.probe import OPENAI_API, Endpoint
 
     out = []

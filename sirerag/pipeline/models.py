@@ -70,9 +70,12 @@ class Models(contextlib.AbstractContextManager):
 
     def __enter__(self) -> "Models":
         from sirerag.clustering.processes import clustering_processes
+        from sirerag.clustering.sample import clustering_engine
 
-        # the trees' clustering may use worker processes while the run lasts (the same clusters as without)
+        # the trees' clustering may use worker processes while the run lasts, and a distributed engine for
+        # sample-and-assign's assignment blocks (the same clusters as without either)
         self._stack.enter_context(clustering_processes(self.config.clustering.processes))
+        self._stack.enter_context(clustering_engine(self.engine))
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -133,7 +133,7 @@ class BuildRunner(IndexWriter):
 
     def load(self, stage: Stage) -> None:
         from sirerag.text.chunking import chunk_documents
-        from sirerag.core.io.corpus import load_corpus
+        from sirerag.corpus.load import load_corpus
 
         corpus = self.corpus
         self.documents = list(corpus) if not isinstance(corpus, (str, Path)) else \

@@ -45,7 +45,9 @@ from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.stages import IndexWriter
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
-from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, LoadedIndex, flatten, load_index, save_records
+from sirerag.pool.current import check_current
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_records
+from sirerag.pool.loaded import LoadedIndex, load_index
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document
 
@@ -78,7 +80,7 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     Args:
         index: the index directory (written by ``sirerag build``).
         add: a corpus path or documents to add (same id and text: skipped; same id, other text: updated).
-            A folder's documents are keyed by their relative paths (:mod:`sirerag.core.io.corpus`): the
+            A folder's documents are keyed by their relative paths (:mod:`sirerag.corpus.load`): the
             documents of a file it still has that it no longer gives (a removed Markdown section) are
             removed too.
         remove: document ids to remove.
@@ -138,9 +140,7 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
     config = old.manifest.build_config(source=f"{out}/manifest.json").validate()
     # which files a folder gives is this command's choice, not the build's
     config = replace(config, corpus=corpus)
-    if not old.manifest.config.recorded("relatedness", "aggregate_vectors"):
-        # built before aggregate vectors were derived: new aggregates are embedded as its old ones were
-        config = replace(config, relatedness=replace(config.relatedness, aggregate_vectors="text"))
+    check_current(old, "update")  # an index built by an older sirerag is rebuilt, not updated
     # new texts are embedded in the precision the index's own were, whatever this machine's CPU would choose
     precision = precision_of((old.manifest.embedder and old.manifest.embedder.spec) or "")
     config = replace(config, embedder=replace(config.embedder, precision=precision))
@@ -183,8 +183,8 @@ class IncrementalRunner(IndexWriter):
 
     def load(self, stage: Stage) -> None:
         from sirerag.text.chunking import chunk_documents
-        from sirerag.core.io.corpus import load_corpus
-        from sirerag.core.io.folder import stale_folder_ids
+        from sirerag.corpus.load import load_corpus
+        from sirerag.corpus.folder import stale_folder_ids
 
         add, config = self.add, self.config
         new_docs: Sequence[Document] = () if add is None else list(add) if not isinstance(add, (str, Path)) else \

@@ -10,7 +10,8 @@ import numpy as np
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import damaged
-from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, load_index
+from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES
+from sirerag.pool.loaded import load_index
 
 logger = logging.getLogger(__name__)
 

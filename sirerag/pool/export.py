@@ -29,7 +29,8 @@ from sirerag import __version__
 from sirerag.core.errors import check, require
 from sirerag.core.io import atomic_dir, atomic_path, check_files, index_lock, save_npy, write_collection, write_json, write_jsonl
 from sirerag.core.io.guard import EXPORT_FORMATS, EXPORT_MANIFEST, check_export_out
-from sirerag.pool.store import DOCUMENTS, LoadedIndex, load_index
+from sirerag.pool.store import DOCUMENTS
+from sirerag.pool.loaded import LoadedIndex, load_index
 from sirerag.core.types import Node
 
 logger = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ def export_pool(index: LoadedIndex | str | Path, out: str | Path, format: str, *
     ``out`` when complete, so a failed export leaves nothing behind.
 
     Args:
-        index: an index directory or a loaded :class:`~sirerag.pool.store.LoadedIndex`.
+        index: an index directory or a loaded :class:`~sirerag.pool.loaded.LoadedIndex`.
         out: the folder to create (or an empty one).
         format: one of :data:`FORMATS`.
         overwrite: replace a previous export in ``out`` (only one holding nothing else).

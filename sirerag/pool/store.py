@@ -8,21 +8,18 @@ component subfolders (``graph/``, ``colbert/``) listed in the manifest.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from sirerag.core.errors import IndexChangedError, IndexFormatError, InputError
-from sirerag.core.io import check_files, damaged, load_npy, read_manifest, save_npy, write_jsonl
+from sirerag.core.errors import IndexFormatError
+from sirerag.core.io import damaged, load_npy, read_manifest, save_npy, write_jsonl
 from sirerag.core.io.files import loads_index_json
-from sirerag.core.io.manifest import (Component, Manifest, check_sample, commit_id, parse_manifest, refresh_files,
-                                      rewrite_manifest, sha256_matches)
+from sirerag.core.io.manifest import Component, Manifest, check_sample, refresh_files, rewrite_manifest, sha256_matches
 from sirerag.trees.base import TreeResult
-from sirerag.core.types import Chunk, Document, Node, Pool, Proposition
+from sirerag.core.types import Node, Pool
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +61,7 @@ def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:
             match each other or the manifest; the message names the file.
     """
     directory = Path(directory)
-    entries = tuple(_node(directory, lineno, r) for lineno, r in _records(directory, ENTRIES, manifest))
+    entries = tuple(_node(directory, lineno, r) for lineno, r in read_records(directory, ENTRIES, manifest))
     embeddings = load_npy(directory / EMBEDDINGS, index=directory)
     if manifest is not None:
         check_sample(directory, manifest, EMBEDDINGS)  # a same-size damaged file, at the cost of a few reads
@@ -86,7 +83,7 @@ def _node(directory: Path, lineno: int, record: dict[str, Any]) -> Node:
                                        directory)) from exc
 
 
-def _records(directory: Path, name: str, manifest: Manifest | None = None) -> Iterator[tuple[int, Any]]:
+def read_records(directory: Path, name: str, manifest: Manifest | None = None) -> Iterator[tuple[int, Any]]:
     """``(line, record)`` of a JSONL index file; with the manifest, the bytes read are
     checked against its size and sha256 first (reading dominates; hashing is cheap)."""
     path = directory / name
@@ -113,121 +110,6 @@ def _records(directory: Path, name: str, manifest: Manifest | None = None) -> It
 def save_records(directory: str | Path, name: str, records: Iterable[Any]) -> int:
     """Write records that have ``to_dict`` (Document, Chunk, Proposition, ...) as JSONL."""
     return write_jsonl(Path(directory) / name, (r.to_dict() for r in records))
-
-
-@dataclass(frozen=True, eq=False)
-class LoadedIndex:
-    """A loaded index directory, one commit of it (``commit``: :func:`sirerag.core.io.manifest.commit_id`):
-    its typed :class:`~sirerag.core.io.manifest.Manifest` and its pool. What retrievers, reports and
-    evaluations take (the public :class:`sirerag.Index` wraps one).
-
-    Everything read later (documents, chunks, propositions, ``bm25/``, ``graph/``) is read under
-    :meth:`reading`, which checks that the folder still holds that commit before and after the
-    read: an index replaced by a build, add or remove in between is an
-    :class:`~sirerag.core.errors.IndexChangedError` ("the index changed while it was being read"),
-    never a mix of two indexes.
-    """
-
-    path: Path
-    manifest: Manifest
-    pool: Pool
-    commit: str = ""
-
-    def check_commit(self) -> None:
-        """Raise IndexChangedError unless the folder still holds the commit this index was loaded from."""
-        try:
-            current = commit_id(parse_manifest(self.path))
-        except (IndexFormatError, InputError, OSError):
-            current = None
-        if current != (self.commit or commit_id(self.manifest)):
-            raise IndexChangedError(f"{self.path}: the index changed while it was being read (a build, add or "
-                                    "remove replaced it since it was loaded); load it again")
-
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        """Read files of this commit in the block: the commit is checked before and after, and an
-        error inside it becomes IndexChangedError when the folder no longer holds the commit."""
-        self.check_commit()
-        try:
-            yield
-        except IndexChangedError:
-            raise
-        except (OSError, ValueError, IndexFormatError):
-            self.check_commit()  # the folder was replaced under the read: say so, not "damaged"
-            raise
-        self.check_commit()
-
-    def check_arrays(self, prefix: str) -> None:
-        """Check the array files under ``prefix`` (e.g. ``graph/``) against their sample checksums."""
-        for rel in self.manifest.files:
-            if rel.startswith(prefix) and rel.endswith(".npy"):
-                check_sample(self.path, self.manifest, rel)
-
-    def _read(self, name: str, cls: Any) -> list[Any]:
-        rows = []
-        with self.reading():
-            records = list(_records(self.path, name, self.manifest))
-        for lineno, record in records:
-            try:
-                rows.append(cls.from_dict(record))
-            except (TypeError, ValueError, KeyError) as exc:
-                raise IndexFormatError(damaged(f"{self.path / name}:{lineno}", f"not a {cls.__name__} ({exc})",
-                                               self.path)) from exc
-        return rows
-
-    def documents(self) -> list[Document]:
-        return self._read(DOCUMENTS, Document)
-
-    def chunks(self) -> list[Chunk]:
-        return self._read(CHUNKS, Chunk)
-
-    def propositions(self) -> list[Proposition]:
-        """Propositions of the relatedness build; empty when the index has none."""
-        return self._read(PROPOSITIONS, Proposition) if PROPOSITIONS in self.manifest.files else []
-
-    def component(self, name: str) -> Path | None:
-        """Folder of an optional component (``graph``, ``colbert``) if the manifest lists it."""
-        component = self.manifest.component(name)
-        return self.path / component.path if component is not None and component.path is not None else None
-
-    def took_component(self, manifest: Manifest) -> None:
-        """Hold ``manifest``: this commit's manifest with a component recorded in place since it was loaded
-        (a ColBERT index, whose files the commit id leaves out)."""
-        if commit_id(manifest) != self.commit:
-            raise IndexChangedError(f"{self.path}: the index changed while it was being read; load it again")
-        object.__setattr__(self, "manifest", manifest)
-
-
-def load_index(directory: str | Path, *, verify: bool = False) -> LoadedIndex:
-    """Load an index directory written by ``sirerag build``.
-
-    Always checks the format version, the size of every file the manifest lists, the
-    entries against their recorded sha256 and the embeddings' dtype and shape; with
-    ``verify`` also the sha256 of every file (what ``sirerag verify`` does, and more).
-    An index swapped in by a rebuild while it is being read is read again.
-
-    Raises:
-        IndexFormatError: the index is missing, of another format, or damaged (the message
-            names the file and says to rebuild or run ``sirerag verify``).
-    """
-    directory = Path(directory)
-    for attempt in range(3):
-        manifest = read_manifest(directory)
-        try:
-            check_files(directory, manifest, hashes=verify)
-            pool = load_pool(directory, manifest)
-            return LoadedIndex(path=directory, manifest=manifest, pool=pool, commit=commit_id(manifest))
-        except IndexFormatError:
-            if attempt == 2 or _current_manifest(directory) == manifest:
-                raise  # damaged, not swapped for a new build while we read it
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _current_manifest(directory: Path) -> Manifest | None:
-    try:
-        return read_manifest(directory)
-    except IndexFormatError:
-        return None
 
 
 def register_component(directory: str | Path, name: str, **info: Any) -> Manifest:

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from sirerag.pool.store import LoadedIndex
+from sirerag.pool.loaded import LoadedIndex
 from sirerag.core.types import Node
 
 logger = logging.getLogger(__name__)

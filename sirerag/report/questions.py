@@ -42,7 +42,7 @@ def question_views(index: Any, questions: Sequence[str], *, k: int = 10, retriev
             raise InputError(f"{index.path}: --retriever ppr needs an entity graph; rebuild the index with --graph, "
                              "or explain the question with --retriever dense or bm25")
         titles = {d.id: d.title for d in index.documents()}
-        with load_retriever("ppr", index, linking="ner") as loaded:
+        with load_retriever("ppr", index) as loaded:  # its default linking, ner, which the explanation shows
             views = explain_many(loaded, list(questions), titles, k=k)
             ranks = [gold_ranks(loaded.search(q, k=GOLD_DEPTH), index.pool, g, titles) if g else None
                      for q, g in zip(questions, golds)]

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from sirerag.core.errors import InputError
 from sirerag.core.io import atomic_path
 from sirerag.core.io.guard import GENERATOR, check_file_out
-from sirerag.pool.store import load_index
+from sirerag.pool.loaded import load_index
 from sirerag.report.collect import collect, entries_json
 from sirerag.report.overview import overview
 from sirerag.report.questions import question_views, questions_html

@@ -6,12 +6,12 @@ from typing import Any
 
 from sirerag.extraction.extractor import FAILURES
 from sirerag.core.io import read_jsonl
-from sirerag.pool.store import LoadedIndex, load_index
+from sirerag.pool.loaded import LoadedIndex, load_index
 from sirerag.trees.aggregates import RULE_ALL, RULE_SKIP, table3_stats
 
 
 def index_stats(directory: str | Path | LoadedIndex) -> dict[str, Any]:
-    """Statistics of an index (a directory or a loaded :class:`~sirerag.pool.store.LoadedIndex`),
+    """Statistics of an index (a directory or a loaded :class:`~sirerag.pool.loaded.LoadedIndex`),
     computed from its files (not from the build log).
 
     Raises:

@@ -10,28 +10,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dataclasses import replace
+
+from sirerag.core.config.retrieval import PPR_POOL, PoolRule
 from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Hit, Retriever
 from sirerag.retrievers.registry import RETRIEVERS, load_base, options_of
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 __all__ = ["Hit", "Retriever", "RETRIEVERS", "default_retriever", "load_base", "load_retriever", "options_of"]
 
-#: options of the pool rule (any retriever)
-POOL_OPTIONS = frozenset({"pool_rule", "leaf_share", "lift_ratio", "anchor", "drop_covered", "pool_depth"})
-#: ``leaf_share`` of the pool rule by retriever when none is given (else :class:`PoolRule`'s 0.9);
-#: chosen on the three bench corpora, figures in docs/ppr.md ("Ranking").
-DEFAULT_LEAF_SHARE = {"ppr": 0.8}
-#: ``lift_ratio`` of the pool rule by retriever when none is given (else 0: off); chosen on the three
-#: bench corpora, figures in docs/ppr.md ("Lifting the passage an aggregate brings").
-DEFAULT_LIFT_RATIO = {"ppr": 5.0}
+#: options of the pool rule (any retriever): the fields of :class:`~sirerag.core.config.retrieval.PoolRule`
+POOL_OPTIONS = frozenset(PoolRule.option_names())
 #: The retriever used when none is asked for, best first; one whose needs the index does not meet is
 #: skipped. A retriever enters this list only once it has measured best on all three bench corpora
-#: (figures in docs/ppr.md).
+#: (figures in docs/experiments/2026-11-24-measurements-on-the-three-bench-corpora.md).
 DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("ppr", {"linking": "ner"}),
+    ("ppr", {}),
     ("dense", {}),
 )
 
@@ -39,16 +36,23 @@ DEFAULTS: tuple[tuple[str, dict[str, Any]], ...] = (
 #: PPR leads only where the graph links passages: at least this share of the passages must have a title
 #: that other passages' propositions name (the graph's ``linked_titles``). Entity-centric corpora (Wikipedia
 #: paragraphs: 16-19% on the bench corpora) clear it; a folder of files titled by their paths has none, and
-#: there dense retrieval finds what PPR misses (docs/ppr.md, "A default that fits the corpus").
+#: there dense retrieval finds what PPR misses (docs/experiments/2026-11-25-a-default-that-fits-the-corpus.md).
 MIN_LINKED_TITLES = 0.05
 
 
 def graph_links_passages(index: LoadedIndex) -> bool:
-    """True when the index's graph links passages through their titles (:data:`MIN_LINKED_TITLES`), or when its
-    graph predates the measure."""
+    """True when the index's graph links passages through their titles (:data:`MIN_LINKED_TITLES`), or has no
+    passages at all.
+
+    Raises:
+        IndexFormatError: the graph was built by an older sirerag (no count of linked titles): rebuild the index.
+    """
+    from sirerag.pool.current import check_current
+
+    check_current(index, "graph")
     graph = index.manifest.component("graph")
     stats = graph.stats if graph is not None else None
-    if stats is None or stats.linked_titles is None or not stats.passage_nodes:
+    if stats is None or stats.linked_titles is None or not stats.passage_nodes:  # (check_current: not None)
         return True
     return stats.linked_titles / stats.passage_nodes >= MIN_LINKED_TITLES
 
@@ -88,10 +92,11 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
 
     Options are passed to the retriever (e.g. ``embedder=`` for dense, ``checkpoint=``
     for colbert, ``linking=`` for ppr; a fusion passes each part the options it takes).
-    Pool options (any retriever): ``pool_rule`` (``passages`` = the rule of
-    :mod:`~sirerag.retrievers.pool_rank`, the default for every retriever and fusion; ``native`` =
-    the retriever's own ranking), ``leaf_share`` (default :data:`DEFAULT_LEAF_SHARE`, else 0.9),
-    ``lift_ratio`` (default :data:`DEFAULT_LIFT_RATIO`, else 0: off), ``anchor``, ``drop_covered``, ``pool_depth``.
+    Pool options (any retriever): the fields of :class:`~sirerag.core.config.retrieval.PoolRule` (``pool_rule``:
+    ``passages`` = the rule of :mod:`~sirerag.retrievers.pool_rank`, the default for every retriever and fusion;
+    ``native`` = the retriever's own ranking; ``leaf_share``, ``lift_ratio``, ``anchor``, ``drop_covered``,
+    ``pool_depth``), whose defaults for ``ppr`` are :attr:`PPRSettings.pool
+    <sirerag.core.config.retrieval.PPRSettings.pool>`.
 
     Raises:
         ConfigError: unknown retriever or option.
@@ -104,16 +109,10 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
         raise ConfigError(f"retriever must be one of {sorted(RETRIEVERS)} or a fusion like 'dense+bm25', got {name!r}")
     _check_options(name, options)
     pool_options = {k: options.pop(k) for k in list(options) if k in POOL_OPTIONS}
-    mode = pool_options.pop("pool_rule", "passages")
-    if mode not in ("passages", "native"):
-        raise ConfigError(f"pool_rule must be 'passages' or 'native', got {mode!r}")
-    from sirerag.retrievers.pool_rank import PoolRanker, PoolRule, has_non_leaves
+    from sirerag.retrievers.pool_rank import PoolRanker, has_non_leaves
 
-    depth = pool_options.pop("pool_depth", 200)
-    pool_options.setdefault("leaf_share", DEFAULT_LEAF_SHARE.get(name, PoolRule.leaf_share))
-    pool_options.setdefault("lift_ratio", DEFAULT_LIFT_RATIO.get(name, PoolRule.lift_ratio))
-    rule = PoolRule(**pool_options)
-    rule.validate()  # the pool options' types and ranges, before the retriever loads
+    # the pool options' types and ranges, before the retriever loads
+    rule = replace(PPR_POOL if name == "ppr" else PoolRule(), **pool_options).validate()
     retriever: Retriever
     if "+" in name:
         from sirerag.retrievers.hybrid import load as load_hybrid
@@ -121,6 +120,6 @@ def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retr
         retriever = load_hybrid(name, index, **options)
     else:
         retriever = load_base(name, index, **options)
-    if mode == "native" or not has_non_leaves(index.pool):
+    if rule.pool_rule == "native" or not has_non_leaves(index.pool):
         return retriever
-    return PoolRanker(retriever, index.pool, rule, depth=depth)
+    return PoolRanker(retriever, index.pool, rule)

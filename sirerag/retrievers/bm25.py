@@ -19,7 +19,7 @@ from sirerag.retrievers.base import Closing, Hit, check_query
 from sirerag.retrievers.dense import top_k
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 __all__ = ["METHODS", "BM25Retriever", "load", "tokenize"]
 
@@ -58,8 +58,15 @@ class BM25Retriever(Closing):
 
 
 def load(index: LoadedIndex, *, k1: float = 1.5, b: float = 0.75, method: str = "lucene") -> BM25Retriever:
-    """BM25 retriever over a loaded index: the stored ``bm25/`` index when the build wrote one
-    with these parameters, else one indexed in memory (older indexes, other parameters)."""
+    """BM25 retriever over a loaded index: the stored ``bm25/`` index when it was built with these parameters and
+    for this pool, else one indexed in memory (other parameters, a pool restricted to some trees).
+
+    Raises:
+        IndexFormatError: the index has no stored BM25 index (built by an older sirerag: rebuild it).
+    """
+    from sirerag.pool.current import check_current
+
+    check_current(index, "bm25")
     entries = index.pool.entries
     ids = [e.id for e in entries]
     stored = index.component("bm25")
@@ -76,9 +83,6 @@ def load(index: LoadedIndex, *, k1: float = 1.5, b: float = 0.75, method: str = 
             raise IndexFormatError(f"{stored}: the BM25 index has {lexical.n_docs} documents for the {len(ids)} "
                                    "pool entries; rebuild the index or check it with sirerag verify")
         return BM25Retriever(ids, lexical=lexical)
-    elif stored is None:
-        logger.info("%s has no stored BM25 index (built by an older sirerag); indexing %d entries in memory",
-                    index.path, len(entries))
     else:
         logger.info("the stored BM25 index has %s; indexing in memory with %s",
                     {key: info.get(key) for key in wanted}, wanted)

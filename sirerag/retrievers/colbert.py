@@ -36,7 +36,8 @@ from typing import Any, Sequence
 from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.core.io import atomic_dir, collection_text, index_lock, read_manifest, write_collection, write_json
 from sirerag.core.io.manifest import FileRecord, Manifest
-from sirerag.pool.store import LoadedIndex, load_index, register_component
+from sirerag.pool.store import register_component
+from sirerag.pool.loaded import LoadedIndex, load_index
 from sirerag.retrievers._colbert_client import WorkerClient
 from sirerag.retrievers._colbert_search import COLLECTION, ENTRY_IDS, PLAID, SEARCH_TIMEOUT, ColBERTRetriever
 from sirerag.retrievers._colbert_setup import checkpoint_key, compile_extensions, require_colbert, resolve_checkpoint
@@ -92,7 +93,7 @@ def build_colbert_index(
     """Build (or rebuild) the ColBERT index of a pool for one checkpoint.
 
     Args:
-        index: an index directory or a loaded :class:`~sirerag.pool.store.LoadedIndex`.
+        index: an index directory or a loaded :class:`~sirerag.pool.loaded.LoadedIndex`.
         checkpoint: a local checkpoint folder or a Hugging Face name.
         nbits: bits per dimension of the compressed residuals (1, 2 or 4; ColBERTv2 uses 2).
         doc_maxlen: ColBERT document length in tokens; longer entries are truncated

@@ -12,7 +12,7 @@ from sirerag.core.errors import ConfigError, IndexFormatError
 from sirerag.retrievers.base import Closing, Hit, check_query
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from sirerag.core.errors import ConfigError, check
 from sirerag.retrievers.base import Closing, Hit, Retriever
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
 

@@ -21,33 +21,15 @@ rule here rearranges any retriever's ranking, using only the pool's structure:
   own leaf is short and counts as a leaf, so the share still holds.
 
 Entries that are still waiting when the retriever's list ends follow in their order.
-A pool of leaves is returned unchanged.
+A pool of leaves is returned unchanged. The rule's settings are :class:`~sirerag.core.config.retrieval.PoolRule`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
-from sirerag.core.config.typecheck import check_types
-from sirerag.core.errors import check
+from sirerag.core.config.retrieval import PoolRule
 from sirerag.retrievers.base import Closing, Hit, Retriever
 from sirerag.core.types import Pool
-
-
-@dataclass(frozen=True)
-class PoolRule:
-    """Settings of :func:`arrange` (see the module docstring)."""
-
-    drop_covered: bool = True
-    anchor: bool = True
-    leaf_share: float = 0.9
-    lift_ratio: float = 0.0
-
-    def validate(self) -> None:
-        check_types(self)  # leaf_share="x" is refused here, before float() below
-        check(0.0 <= float(self.leaf_share) <= 1.0, "leaf_share", self.leaf_share, "a number in [0, 1]")
-        check(float(self.lift_ratio) == 0.0 or float(self.lift_ratio) >= 1.0, "lift_ratio", self.lift_ratio,
-              "0 (off) or a number >= 1")
 
 
 def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
@@ -134,16 +116,13 @@ class PoolRanker(Closing):
     Args:
         base: the retriever over ``pool``.
         pool: the pool it ranks.
-        rule: the ranking rule.
-        depth: entries taken from ``base`` per query (at least 4x the ``k`` asked for), so
-            that dropped and deferred entries leave enough to fill ``k``.
+        rule: the ranking rule; its ``pool_depth`` is the number of entries taken from ``base`` per query (at
+            least 4x the ``k`` asked for), so that dropped and deferred entries leave enough to fill ``k``.
     """
 
-    def __init__(self, base: Retriever, pool: Pool, rule: PoolRule | None = None, *, depth: int = 200) -> None:
-        self.rule = rule or PoolRule()
-        self.rule.validate()
-        check(isinstance(depth, int) and depth >= 1, "pool_depth", depth, "a positive integer")
-        self.base, self.pool, self.depth = base, pool, depth
+    def __init__(self, base: Retriever, pool: Pool, rule: PoolRule | None = None) -> None:
+        self.rule = (rule or PoolRule()).validate()
+        self.base, self.pool, self.depth = base, pool, self.rule.pool_depth
         self.name = base.name
 
     def owned(self) -> Sequence[Any]:
@@ -167,13 +146,17 @@ def has_non_leaves(pool: Pool) -> bool:
     return any(e.kind != "leaf" for e in pool.entries)
 
 
+#: the fields of :class:`~sirerag.core.config.retrieval.PoolRule` a report shows
+DESCRIBED = ("pool_rule", "leaf_share", "lift_ratio")
+
+
 def describe(retriever: Any) -> dict[str, Any]:
     """What ranked the results, for reports: ``{"retriever", "pool_rule", "leaf_share", "lift_ratio"}``;
     ``pool_rule`` is ``passages`` when the rule of this module rearranged the ranking (with its ``leaf_share``
     and ``lift_ratio``), else ``native`` (asked for, or a pool of leaves only, where the rule changes nothing)
-    and both None."""
+    and the others None."""
     if isinstance(retriever, PoolRanker):
-        return {"retriever": retriever.name, "pool_rule": "passages", "leaf_share": float(retriever.rule.leaf_share),
-                "lift_ratio": float(retriever.rule.lift_ratio)}
-    return {"retriever": getattr(retriever, "name", "?"), "pool_rule": "native", "leaf_share": None,
-            "lift_ratio": None}
+        values = {name: getattr(retriever.rule, name) for name in DESCRIBED}
+        return {"retriever": retriever.name, **{k: float(v) if isinstance(v, int) else v for k, v in values.items()}}
+    return {"retriever": getattr(retriever, "name", "?"), "pool_rule": "native",
+            **{name: None for name in DESCRIBED[1:]}}

@@ -1,9 +1,9 @@
 """What a PPR search reads besides the graph: the query aids stored with it (:mod:`sirerag.graph.query_aids`),
-each used only for the pool and files it was made for; for an index built before one of them, None (the
-retriever computes it, and :func:`sirerag.retrievers.ppr.load` says so)."""
+each used only for the pool and files it was made for; for another pool (one restricted to some trees), None
+(the retriever computes it, and :func:`sirerag.retrievers.ppr.load` says so). An index built before the aids is
+refused (:func:`sirerag.pool.current.check_current`)."""
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -13,20 +13,16 @@ from sirerag.graph.surface import MIN_FORM_CHARS
 from sirerag.pool.store import ENTRIES
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
-
-logger = logging.getLogger(__name__)
+    from sirerag.pool.loaded import LoadedIndex
 
 
 def build_tagger(index: LoadedIndex, counts: dict[str, dict[str, int]] | None = None) -> Callable[[str], Sequence[str]]:
     """The offline entity tagger of the index's build, for query NER: ``extraction.ner`` of
-    the manifest's config; the rule tagger is fitted on the index's chunks as at build time, or read
-    from ``counts`` (its fitted state, stored with the graph)."""
+    the manifest's config; the rule tagger is read from ``counts`` (its fitted state, stored with the graph), or
+    fitted on the index's chunks as at build time when none are given."""
     from sirerag.extraction.offline import offline_extractor
 
     ner = index.manifest.build_config(source=index.path / "manifest.json").extraction.ner
-    if counts is None and not ner.startswith("spacy:"):
-        logger.info("%s: no stored tagger counts (an older build); fitting the tagger on the chunks", index.path)
     return offline_extractor(ner, lambda: (c.text for c in index.chunks()), counts=counts).tag
 
 

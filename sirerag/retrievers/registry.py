@@ -1,5 +1,7 @@
-"""The retrievers by name, and the options each takes: the keyword arguments of its module's ``load``
-(no second list to drift from it; no fusion, no pool rule)."""
+"""The retrievers by name, and the options each takes: the keyword arguments of its module's ``load``, or for a
+``load`` that takes ``**options``, those and its module's ``OPTIONS`` (derived from a settings class, as
+:data:`sirerag.retrievers.ppr.OPTIONS` is from :class:`~sirerag.core.config.retrieval.PPRSettings`; no second list
+to drift from it; no fusion, no pool rule)."""
 from __future__ import annotations
 
 import functools
@@ -11,7 +13,7 @@ from sirerag.core.errors import ConfigError
 from sirerag.retrievers.base import Retriever
 
 if TYPE_CHECKING:
-    from sirerag.pool.store import LoadedIndex
+    from sirerag.pool.loaded import LoadedIndex
 
 #: retriever name -> module that provides ``load(index, *, option=default, ...) -> Retriever``
 RETRIEVERS: dict[str, str] = {
@@ -31,14 +33,18 @@ def loader(name: str) -> Callable[..., Retriever]:
 
 @functools.lru_cache(maxsize=None)
 def options_of(name: str) -> frozenset[str]:
-    """The options retriever ``name`` takes: the keyword-only parameters of its ``load``. A ``load`` that
-    takes ``**kwargs`` would accept anything and is refused (TypeError), so no option is silently ignored."""
+    """The options retriever ``name`` takes: the keyword-only parameters of its ``load``, plus its module's
+    ``OPTIONS`` when ``load`` takes ``**options``. A ``load`` that takes ``**kwargs`` without declaring them would
+    accept anything and is refused (TypeError), so no option is silently ignored."""
     load = loader(name)
     parameters = inspect.signature(load).parameters.values()
     loose = [p.name for p in parameters if p.kind is inspect.Parameter.VAR_KEYWORD]
-    if loose:
-        raise TypeError(f"{RETRIEVERS[name]}.load takes **{loose[0]}: its options must be named keywords")
-    return frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    declared = getattr(importlib.import_module(RETRIEVERS[name]), "OPTIONS", None) if loose else None
+    if loose and declared is None:
+        raise TypeError(f"{RETRIEVERS[name]}.load takes **{loose[0]}: its options must be named keywords, or "
+                        "listed in the module's OPTIONS")
+    named = frozenset(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+    return named | frozenset(declared or ())
 
 
 def load_base(name: str, index: LoadedIndex, **options: Any) -> Retriever:

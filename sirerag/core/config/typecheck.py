@@ -33,11 +33,12 @@ def check_types(obj: Any, where: str = "") -> None:
     Args:
         obj: a dataclass instance (a config section).
         where: prefix of the field name in the message, e.g. ``"clustering"`` gives
-            ``"clustering.threshold must be a number, got '0.1'"``.
+            ``"clustering.threshold must be a number, got '0.1'"`` (a prefix ending in ``_`` is joined as it is:
+            ``"bridge_"`` gives ``bridge_hops``).
     """
     cls: type = type(obj)
     hints = _hints(cls)
-    prefix = f"{where}." if where and not where.endswith((" ", ".")) else where
+    prefix = f"{where}." if where and not where.endswith((" ", ".", "_")) else where
     for f in fields(obj):
         value = getattr(obj, f.name)
         hint = hints[f.name]

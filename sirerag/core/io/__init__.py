@@ -1,4 +1,4 @@
-"""Reading and writing: JSONL/NPY/JSON files written atomically, manifests, corpora, locks, TSV collections."""
+"""Reading and writing: JSONL/NPY/JSON files written atomically, manifests, locks, TSV collections."""
 from __future__ import annotations
 
 from sirerag.core.io.atomic import atomic_dir, atomic_path

@@ -155,13 +155,15 @@ class Component:
     """An optional part of an index (``pool``, ``bm25``, ``graph``, ``colbert``, ``proposition_vectors``): its
     ``type``, its folder or file (``path``, relative to the index) and the settings and counts its own module
     records (``info``, every field but those two, as read). Typed: the rows of ``propositions.npy``
-    (``rows``), the entity graph's ``stats`` and the ColBERT ``indexes`` (checkpoint -> its record)."""
+    (``rows``), the entity graph's ``stats`` and recorded ``settings`` (name -> value) and the ColBERT
+    ``indexes`` (checkpoint -> its record)."""
 
     type: str | None = None
     path: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     rows: int | None = None
     stats: GraphStats | None = None
+    settings: dict[str, Any] | None = None
     indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
@@ -174,7 +176,7 @@ class Component:
                    info={k: v for k, v in data.items() if k not in ("type", "path")},
                    rows=take(data, "rows", "int", where),
                    stats=GraphStats.from_dict(stats, f"{where}.stats") if stats is not None else None,
-                   indexes=dict(indexes))
+                   settings=take(data, "settings", "dict", where), indexes=dict(indexes))
 
     def to_dict(self) -> dict[str, Any]:
         return {**({"type": self.type} if self.type is not None else {}),

@@ -7,13 +7,13 @@ Three formats are accepted:
 * a ``.json`` file holding a list of such objects;
 * a folder of ``.txt`` / ``.md`` files (searched recursively, sorted by relative path; hidden entries,
   symbolic links that lead outside the folder and files whose name is not UTF-8 text are skipped:
-  :mod:`sirerag.core.io.folder`; empty files too, with a count in the log). A file is keyed and titled
+  :mod:`sirerag.corpus.folder`; empty files too, with a count in the log). A file is keyed and titled
   by its relative path
   (``beta/README.md``), so an edited file is an update of the same document and two
   ``README.md`` files stay two documents. A Markdown file is split at its headings
-  (:mod:`sirerag.core.io.markdown`): each section is a document ``PATH#SLUG/PATH`` whose
+  (:mod:`sirerag.corpus.markdown`): each section is a document ``PATH#SLUG/PATH`` whose
   ``section`` is its heading path (the text before the first heading keeps the id ``PATH``). Every
-  document of a folder records its file in ``source`` (:func:`sirerag.core.io.folder.folder_source`).
+  document of a folder records its file in ``source`` (:func:`sirerag.corpus.folder.folder_source`).
 
 Ids are kept when given, otherwise derived with :func:`sirerag.core.types.document_id`
 (the bench id scheme). Order is kept. Other fields are ignored (listed once in
@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator
 from sirerag.core.errors import InputError
 from sirerag.core.io.files import json_type as _json_type
 from sirerag.core.io.files import read_json, read_jsonl_numbered
-from sirerag.core.io.folder import folder_source, scan_folder, shown_names
+from sirerag.corpus.folder import folder_source, scan_folder, shown_names
 from sirerag.core.types import Document, collapse_ws, document_id
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def _folder_rows(folder: Path, follow_outside_links: bool) -> Iterator[tuple[str
         if file.suffix.lower() != ".md":
             yield str(file), {"id": rel, "title": rel, "text": text.strip()}, source
             continue
-        from sirerag.core.io.markdown import split_sections
+        from sirerag.corpus.markdown import split_sections
 
         sections = split_sections(text)
         if not sections:  # headings only: one document of the headings, so the file is not lost

@@ -1,4 +1,5 @@
-"""Graph v2: title nodes, longest-match surface linking, hybrid passage seeds (no model needed)."""
+"""Title nodes, longest-match surface linking, hybrid passage seeds (the "graph v2" of the dated studies; no model
+needed)."""
 from __future__ import annotations
 
 import re
