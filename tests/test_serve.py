@@ -102,8 +102,8 @@ def test_several_indexes_each_by_name(tmp_path, index_dir):
     ({"query": QUESTION, "k": "5"}, 400, "k: Input should be a valid integer"),
     ({"query": QUESTION, "colour": 1}, 400, "colour: Extra inputs are not permitted"),
     ({"query": QUESTION, "options": {"checkpoint": "/tmp/x"}}, 400,
-     "options ['checkpoint'] are not taken over the network; allowed: ['fusion', 'leaf_share', 'lift_ratio', "
-     "'linking', 'passage_weight', 'pool_rule']"),
+     "options ['checkpoint'] are not taken over the network; allowed: ['fusion', 'keywords', 'leaf_share', "
+     "'lift_ratio', 'linking', 'mode', 'passage_weight', 'pool_rule', 'seeds']"),
     ({"query": "x" * 30, "queries": None, "retriever": "x" * 300}, 413,
      "the request body is larger than 300 bytes (serve.max_body_bytes)"),
 ])

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from sirerag.cli.common import add_common
 
-RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: ppr with --linking ner "
-                  "when the index has a graph, else dense)")
+RETRIEVER_HELP = ("dense, bm25, colbert, ppr, keyword-graph (over one long document: a book, a story), or a fusion "
+                  "such as dense+bm25 (default: ppr with --linking ner when the index has a graph, else dense)")
 
 
 def add_retriever_options(p: argparse.ArgumentParser) -> None:
@@ -28,6 +28,14 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
                    help="LLM that filters the retrieved facts of --linking fact (HippoRAG 2's recognition memory)")
     p.add_argument("--passage-weight", type=float,
                    help="--retriever ppr: weight of the passage seeds in the reset (default 0.05)")
+    p.add_argument("--graph-mode", choices=["ppr", "hop", "dense"],
+                   help="--retriever keyword-graph: PageRank from the top dense hits (ppr, the default), the hits and "
+                        "their strongest neighbours (hop), or cosine alone (dense)")
+    p.add_argument("--seeds", type=int, help="--retriever keyword-graph: top dense hits the graph search starts "
+                                             "from (default 2)")
+    p.add_argument("--keywords", choices=["entities", "content", "both"],
+                   help="--retriever keyword-graph: a passage's keywords: the offline tagger's entities, its "
+                        "non-stopword words, or both (the default)")
     p.add_argument("--fusion", choices=["score", "rrf"], help="fusion of a+b retrievers (default score)")
     p.add_argument("--exact", action="store_true", default=None,
                    help="dense: score every pool entry even when the index has an approximate (HNSW) index")
@@ -45,7 +53,8 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
 def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = (("linking", args.linking), ("checkpoint", args.checkpoint), ("fact_filter", args.fact_filter),
              ("passage_weight", args.passage_weight), ("fusion", args.fusion), ("pool_rule", args.pool_rule),
-             ("leaf_share", args.leaf_share), ("lift_ratio", args.lift_ratio), ("exact", args.exact))
+             ("leaf_share", args.leaf_share), ("lift_ratio", args.lift_ratio), ("exact", args.exact),
+             ("mode", args.graph_mode), ("seeds", args.seeds), ("keywords", args.keywords))
     return {k: v for k, v in pairs if v is not None}
 
 
