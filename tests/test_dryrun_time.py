@@ -103,6 +103,8 @@ def test_each_stage_gets_its_llm_and_embedding_time():
     unmeasured = {t.stage: t for t in estimate_times(plan, rows, corpus, Throughput(2000.0))}
     assert unmeasured["extraction"].seconds is None and "LLM speed not measured" in unmeasured["extraction"].basis
     assert unmeasured["embed_leaves"].seconds == pytest.approx(2.0)
+    assert unmeasured["similarity_tree"].seconds is None  # the LLM part is unknown, the embedding is not
+    assert unmeasured["similarity_tree"].basis.startswith("10 LLM calls: LLM speed not measured; 500 tokens to embed")
 
 
 def test_the_dry_run_prints_and_writes_the_times(tmp_path, capsys, monkeypatch):

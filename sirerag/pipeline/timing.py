@@ -162,8 +162,8 @@ def estimate_times(plan: Sequence[str], stages: Sequence[Any], corpus: dict[str,
                     "similarity_tree": sum(s.output_tokens_est for s in rows),
                     "relatedness_tree": corpus.get("chunk_tokens", 0)}.get(name)
         if embedded:
-            if embed and seconds is not None:
-                seconds += embedded / embed
+            if embed:
+                seconds = None if seconds is None else seconds + embedded / embed
                 basis.append(f"{embedded:,} tokens to embed")
             else:
                 seconds = None
