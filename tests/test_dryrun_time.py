@@ -79,7 +79,7 @@ def test_the_llm_speed_comes_from_one_token_then_more():
     llm = ScriptedLLM()
     reads = iter([0.0, 0.5, 1.0, 3.0])  # the first request takes 0.5 s, the second 2 s
     prefill, decode = timing.llm_throughput(llm, clock=lambda: next(reads))
-    assert [r.max_tokens for r in llm.requests] == [1, 1 + timing.PROBE_OUTPUT_TOKENS]
+    assert [r.max_tokens for r in llm.requests] == [1, 1, 1 + timing.PROBE_OUTPUT_TOKENS]  # a warm-up first
     assert prefill == pytest.approx(100 / 0.5)
     assert decode == pytest.approx(timing.PROBE_OUTPUT_TOKENS / 1.5)  # the extra tokens over the extra time
 
@@ -138,12 +138,12 @@ def test_an_llm_server_is_timed_and_openais_api_is_not(tmp_path, monkeypatch):
     with FlakyServer(reply=lambda body: "ok") as server:
         config = BuildConfig().with_overrides(llm={"spec": f"openai:m@{server.url}"})
         measured = timing.measure(config)
-    assert len(server.bodies) == 2 and [b["max_tokens"] for b in server.bodies] == [1, 33]
+    assert [b["max_tokens"] for b in server.bodies] == [1, 1, 1 + timing.PROBE_OUTPUT_TOKENS]
     assert measured.llm_input_tokens_per_s > 0 and measured.llm_output_tokens_per_s > 0
-    assert "measured now with 2 short requests" in measured.notes[-1]
+    assert "measured now with 3 short requests" in measured.notes[-1]
     report = add_times(dry_run([Document(id="a", text="Some text.")], BuildConfig().with_overrides(trees=()),
                                show_progress=False), measured)
-    assert "the LLM endpoint timed with 2 short requests" in format_report(report)
+    assert "the LLM endpoint timed with 3 short requests" in format_report(report)
     paid = timing.measure(BuildConfig().with_overrides(llm={"spec": "openai:gpt-4o-mini"}))
     assert paid.llm_output_tokens_per_s is None and "OpenAI's API is not measured" in paid.notes[-1]
     gone = timing.measure(BuildConfig().with_overrides(llm={"spec": f"openai:m@http://127.0.0.1:{free_port()}/v1"}))

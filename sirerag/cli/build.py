@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print the LLM calls and tokens each stage would spend, calling no model, and each stage's "
                         "estimated wall time from this machine's measured throughput (the embedder's, calibrated "
-                        "once per machine; an LLM server's, from 2 short requests)")
+                        "once per machine; an LLM server's, from 3 short requests)")
     p.add_argument("--no-time", action="store_true",
                    help="with --dry-run: no time estimate (no embedder calibration, no request to the LLM server)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="with --dry-run: also write the plan as JSON")

@@ -233,7 +233,7 @@ def format_report(report: DryRunReport) -> str:
     """A plain-text table of the report (what ``sirerag build --dry-run`` prints)."""
     c = report.corpus
     timed = report.throughput is not None and report.throughput.llm_output_tokens_per_s is not None
-    called = "no model called for the build; the LLM endpoint timed with 2 short requests" if timed else \
+    called = "no model called for the build; the LLM endpoint timed with 3 short requests" if timed else \
         "no model called"
     lines = [f"dry run ({called}): {c['documents']} documents, {c['chunks']} chunks "
              f"({c['chunk_tokens']} tokens); LLM {report.llm or 'none'}"]

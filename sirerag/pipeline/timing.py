@@ -4,9 +4,10 @@
   after a warm-up batch) gives its tokens per second on this machine. It is cached per machine and model in the user
   cache folder (``$XDG_CACHE_HOME/sirerag/throughput/``, :func:`machine` + the embedder's spec, precision and batch
   size), so only the first dry run on a machine pays for it. An API embedder is not calibrated (that would be paid).
-* **LLM endpoint** (an ``openai:`` spec naming a server; OpenAI's own API is paid and not measured): two short
-  requests measured now (the server may have changed): one answering a single token gives its prompt tokens per
-  second, one answering :data:`PROBE_OUTPUT_TOKENS` more its output tokens per second. A local ``hf:`` model is not loaded by a dry run, so its time is not estimated.
+* **LLM endpoint** (an ``openai:`` spec naming a server; OpenAI's own API is paid and not measured): after a
+  one-token warm-up, two requests of the same prompt length measured now (the server may have changed): one
+  answering a single token gives its prompt tokens per second, one answering :data:`PROBE_OUTPUT_TOKENS` more its
+  output tokens per second. A local ``hf:`` model is not loaded by a dry run, so its time is not estimated.
 
 Stage times are estimates for a server that answers one request at a time; clustering (UMAP and the mixtures) and
 the embedding cache are not counted. Tests inject a :class:`Throughput` and never time anything.
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 #: texts (of about CALIBRATION_WORDS words: a default chunk of 100 tokens) the embedder calibration times
 CALIBRATION_TEXTS, CALIBRATION_WORDS = 64, 75
 #: output tokens of the second LLM probe, and the seconds either may take (no retry)
-PROBE_OUTPUT_TOKENS, PROBE_TIMEOUT = 32, 60.0
+PROBE_OUTPUT_TOKENS, PROBE_TIMEOUT = 64, 60.0
 _WORDS = ("river bridge city museum library station harbour valley mountain forest school church castle garden "
           "market festival railway island province council village theatre tower canal factory stadium").split()
 
@@ -122,12 +123,16 @@ def embedder_throughput(config: BuildConfig, *, folder: Path | None = None,
 
 
 def llm_throughput(llm: Any, *, clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
-    """``(prompt tokens/s, output tokens/s)`` of ``llm`` from two short requests (no call cache)."""
+    """``(prompt tokens/s, output tokens/s)`` of ``llm`` from two short requests of the same prompt length after a
+    one-token warm-up (no call cache): the first answers one token, the second :data:`PROBE_OUTPUT_TOKENS` more, and
+    the extra tokens over the extra time give the output rate."""
     from sirerag.llm.base import LLMRequest
 
-    prompt = "Summarise in one paragraph: " + " ".join(calibration_texts(4))
+    texts = calibration_texts(4)
+    llm.complete(LLMRequest(messages=(("user", "Say OK."),), max_tokens=1, temperature=0.0))  # a warm server
     timed = []
-    for max_tokens in (1, 1 + PROBE_OUTPUT_TOKENS):
+    for order, max_tokens in ((1, 1), (-1, 1 + PROBE_OUTPUT_TOKENS)):  # the same words in another order: the
+        prompt = "Summarise in one paragraph: " + " ".join(texts[::order])  # same length, no reused prompt cache
         request = LLMRequest(messages=(("user", prompt),), max_tokens=max_tokens, temperature=0.0)
         start = clock()
         completion = llm.complete(request)
@@ -200,7 +205,7 @@ def measure(config: BuildConfig, *, folder: Path | None = None) -> Throughput:
         try:
             prefill, decode = llm_throughput(load_llm(spec, config=quick, cache_dir=None))
             notes.append(f"LLM {spec}: {prefill:,.0f} prompt tokens/s, {decode:,.1f} output tokens/s, measured now "
-                         "with 2 short requests")
+                         "with 3 short requests")
         except (SireragError, OSError) as exc:  # the estimate is a courtesy: the dry run goes on without it
             notes.append(f"LLM {spec}: did not answer the timing request ({exc}); LLM time not estimated")
     elif spec:
