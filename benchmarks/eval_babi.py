@@ -3,8 +3,9 @@
 Each question is answered from its own story only (``context_passage_ids``, in story
 order). For every question the story's sentences are embedded (MiniLM by default),
 the similarity + keyword graph of the BABILong blog post is built over them
-(:mod:`benchmarks.keyword_graph`), and the top-k sentences of each method are
-compared with the gold supporting facts. qa2 and qa3 are the multi-hop tasks.
+(:mod:`sirerag.graph.keyword_graph`, the graph of ``--retriever keyword-graph``), and the
+top-k sentences of each method are compared with the gold supporting facts. qa2 and qa3
+are the multi-hop tasks. ``benchmarks.eval_babi_ask`` measures the same through ``ask``.
 
     python -m benchmarks.eval_babi --bench ../shared/bench/babi --split test --per-task 200 --k 3 5
 
@@ -16,20 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.harness import Report, Timer, add_json_argument
-
-_TOKEN = re.compile(r"[a-z]+")
-
-
-def content_words(text: str, stopwords: frozenset[str]) -> set[str]:
-    """Lower-cased alphabetic tokens that are not stopwords (the offline stand-in for nouns)."""
-    return {t for t in _TOKEN.findall(text.lower()) if t not in stopwords}
+from sirerag.core.config.keyword_graph import KEYWORD_GRAPH_MODES as MODES
+from sirerag.core.config.keyword_graph import KEYWORD_SOURCES, KeywordGraphConfig
 
 
 def main() -> None:
@@ -38,8 +33,9 @@ def main() -> None:
     ap.add_argument("--split", default="test")
     ap.add_argument("--per-task", type=int, default=0, help="questions sampled per task (0: all)")
     ap.add_argument("--k", type=int, nargs="+", default=[3, 5])
-    ap.add_argument("--seeds", type=int, default=2, help="top dense hits the graph search starts from")
-    ap.add_argument("--keywords", choices=["entities", "content", "both"], default="both",
+    ap.add_argument("--seeds", type=int, default=KeywordGraphConfig.seeds,
+                    help="top dense hits the graph search starts from")
+    ap.add_argument("--keywords", choices=KEYWORD_SOURCES, default=KeywordGraphConfig.keywords,
                     help="entities: the offline entity tagger; content: non-stopword words; both: their union")
     ap.add_argument("--embedder", default="minilm")
     ap.add_argument("--seed", type=int, default=0)
@@ -47,10 +43,8 @@ def main() -> None:
     args = ap.parse_args()
     report = Report("eval_babi")
 
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
     from sirerag.embedding import load_embedder
-    from benchmarks.keyword_graph import MODES, KeywordGraphRetriever
+    from sirerag.graph.keyword_graph import KeywordGraph, passage_keywords
 
     bench = Path(args.bench)
     text = {r["id"]: r["text"] for r in map(json.loads, open(bench / "corpus.jsonl", encoding="utf-8"))}
@@ -64,27 +58,12 @@ def main() -> None:
         by_task = {t: sorted(rng.sample(qs, min(args.per_task, len(qs))), key=lambda q: q["id"])
                    for t, qs in by_task.items()}
 
-    stop = frozenset(ENGLISH_STOP_WORDS)
-    tagger = None
-    if args.keywords in ("entities", "both"):
-        from sirerag.extraction.tagger import EntityTagger
-
-        tagger = EntityTagger().fit(text[p] for qs in by_task.values() for q in qs for p in q["context_passage_ids"])
-
-    def keywords(sentence: str) -> set[str]:
-        words: set[str] = set()
-        if tagger is not None:
-            words |= {e.lower() for e in tagger.tag(sentence)}
-        if args.keywords in ("content", "both"):
-            words |= content_words(sentence, stop)
-        return words
-
     embedder = load_embedder(args.embedder, show_progress=False)
     needed = sorted({pid for qs in by_task.values() for q in qs for pid in q["context_passage_ids"]})
     unique = sorted({text[p] for p in needed})
     with Timer() as embedding:
         vectors = dict(zip(unique, embedder.encode_documents(unique)))
-        kw = {s: keywords(s) for s in unique}
+        kw = dict(zip(unique, passage_keywords(unique, args.keywords)))
         all_q = [q["question"] for qs in by_task.values() for q in qs]
         q_vectors = dict(zip(all_q, embedder.encode_queries(all_q)))
     print(f"embedded {len(unique)} distinct sentences and {len(set(all_q))} questions "
@@ -100,7 +79,8 @@ def main() -> None:
             emb = np.stack([vectors[s] for s in sentences])
             gold = set(q["gold_passage_ids"])
             for mode in MODES:
-                retriever = KeywordGraphRetriever(emb, [kw[s] for s in sentences], mode=mode, seeds=args.seeds)
+                config = KeywordGraphConfig(mode=mode, seeds=args.seeds)
+                retriever = KeywordGraph(emb, [kw[s] for s in sentences], config)
                 for k in args.k:
                     got = {ids[i] for i in retriever.retrieve(q_vectors[q["question"]], k)}
                     recall[(mode, k)].append(len(gold & got) / len(gold))

@@ -96,7 +96,8 @@ def test_dense_retriever_exact_cosine():
 
 
 def test_unknown_retriever_lists_the_choices():
-    with pytest.raises(ConfigError, match=r"retriever must be one of \['bm25', 'colbert', 'dense', 'ppr'\]"):
+    choices = r"\['bm25', 'colbert', 'dense', 'keyword-graph', 'ppr'\]"
+    with pytest.raises(ConfigError, match=rf"retriever must be one of {choices}"):
         load_retriever("splade", index=None)
 
 

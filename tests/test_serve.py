@@ -73,6 +73,17 @@ def test_search_one_query_and_a_batch_from_one_commit(client, index_dir):
     assert batch["commit"] == one["commit"] == sirerag.Index.load(index_dir).loaded.commit
 
 
+def test_the_keyword_graph_over_the_network_takes_its_search_options_only(client, index_dir):
+    options = {"mode": "hop", "seeds": 1, "keywords": "entities"}
+    expected = sirerag.Index.load(index_dir).search(QUESTION, k=3, retriever="keyword-graph", **options)
+    got = client.post("/search", json={"query": QUESTION, "k": 3, "retriever": "keyword-graph", "options": options})
+    assert got.status_code == 200 and got.json()["ranking"]["retriever"] == "keyword-graph"
+    assert [h["id"] for h in got.json()["results"][0]["hits"]] == [r.entry_id for r in expected]
+    refused = client.post("/search", json={"query": QUESTION, "retriever": "keyword-graph",
+                                           "options": {"max_passages": 10**9}})
+    assert refused.status_code == 400 and "options ['max_passages'] are not taken over the network" in refused.text
+
+
 def test_several_indexes_each_by_name(tmp_path, index_dir):
     other = tmp_path / "other"
     sirerag.Index.build(write_corpus(tmp_path / "c.jsonl", [NEW]), other, trees=[]).close()
@@ -102,8 +113,8 @@ def test_several_indexes_each_by_name(tmp_path, index_dir):
     ({"query": QUESTION, "k": "5"}, 400, "k: Input should be a valid integer"),
     ({"query": QUESTION, "colour": 1}, 400, "colour: Extra inputs are not permitted"),
     ({"query": QUESTION, "options": {"checkpoint": "/tmp/x"}}, 400,
-     "options ['checkpoint'] are not taken over the network; allowed: ['fusion', 'leaf_share', 'lift_ratio', "
-     "'linking', 'passage_weight', 'pool_rule']"),
+     "options ['checkpoint'] are not taken over the network; allowed: ['fusion', 'keywords', 'leaf_share', "
+     "'lift_ratio', 'linking', 'mode', 'passage_weight', 'pool_rule', 'seeds']"),
     ({"query": "x" * 30, "queries": None, "retriever": "x" * 300}, 413,
      "the request body is larger than 300 bytes (serve.max_body_bytes)"),
 ])

@@ -42,7 +42,11 @@ def register(sub: Any) -> None:
     p.add_argument("--ray-address", help="with --engine ray: auto, HOST:PORT or ray://HOST:PORT of a running "
                                          "cluster (default: start a local Ray instance)")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the LLM calls and tokens each stage would spend, calling no model")
+                   help="print the LLM calls and tokens each stage would spend, calling no model, and each stage's "
+                        "estimated wall time from this machine's measured throughput (the embedder's, calibrated "
+                        "once per machine; an LLM server's, from 3 short requests)")
+    p.add_argument("--no-time", action="store_true",
+                   help="with --dry-run: no time estimate (no embedder calibration, no request to the LLM server)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="with --dry-run: also write the plan as JSON")
     add_common(p)
     p.set_defaults(func=run)
@@ -125,11 +129,14 @@ def run(args: argparse.Namespace) -> int:
 def _dry_run(args: argparse.Namespace, config: Any) -> int:
     from sirerag.core.io import write_json
     from sirerag.core.io.guard import GENERATOR, check_file_out
-    from sirerag.pipeline.dryrun import dry_run, format_report
+    from sirerag.pipeline.dryrun import add_times, dry_run, format_report
+    from sirerag.pipeline.timing import measure
 
     cache = args.cache or (Path(args.out) / "cache" if args.out else None)
     json_out = check_file_out(args.json_out, "--json", inputs=[args.corpus]) if args.json_out else None
     report = dry_run(Path(args.corpus), config, cache_dir=cache, show_progress=progress_enabled(args))
+    if not args.no_time:
+        add_times(report, measure(config))
     print(format_report(report))
     if json_out is not None:
         write_json(json_out, {"generator": GENERATOR, **report.to_dict()})

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from sirerag.cli.common import add_common
 
-RETRIEVER_HELP = ("dense, bm25, colbert, ppr, or a fusion such as dense+bm25 (default: ppr when the index has a graph "
-                  "whose titles link passages, else dense)")
+RETRIEVER_HELP = ("dense, bm25, colbert, ppr, keyword-graph (over one long document: a book, a story), or a fusion "
+                  "such as dense+bm25 (default: ppr when the index has a graph whose titles link passages, else dense)")
 
 
 def add_retriever_options(p: argparse.ArgumentParser) -> None:
@@ -25,6 +25,17 @@ def add_retriever_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", help="ColBERT checkpoint (local path or name) for --retriever colbert")
     p.add_argument("--fact-filter", metavar="LLM_SPEC",
                    help="LLM that filters the retrieved facts of --linking fact (HippoRAG 2's recognition memory)")
+    from sirerag.core.config.keyword_graph import KEYWORD_GRAPH_MODES, KEYWORD_SOURCES, KeywordGraphConfig
+
+    graph = KeywordGraphConfig()
+    p.add_argument("--graph-mode", choices=KEYWORD_GRAPH_MODES,
+                   help="--retriever keyword-graph: PageRank from the top dense hits (ppr), the hits and their "
+                        f"strongest neighbours (hop), or cosine alone (dense) (default {graph.mode})")
+    p.add_argument("--seeds", type=int, help="--retriever keyword-graph: top dense hits the graph search starts "
+                                             f"from (default {graph.seeds})")
+    p.add_argument("--keywords", choices=KEYWORD_SOURCES,
+                   help="--retriever keyword-graph: a passage's keywords: the offline tagger's entities, its "
+                        f"non-stopword words, or both (default {graph.keywords})")
     p.add_argument("--fusion", choices=["score", "rrf"], help="fusion of a+b retrievers (default score)")
     p.add_argument("--exact", action="store_true", default=None,
                    help="dense: score every pool entry even when the index has an approximate (HNSW) index")
@@ -64,7 +75,10 @@ def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
     from sirerag.core.config.retrieval import PPRSettings
 
     names = (*OTHER_OPTIONS, *PPRSettings.option_names())
-    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+    options = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+    graph = {"mode": getattr(args, "graph_mode", None), "seeds": getattr(args, "seeds", None),
+             "keywords": getattr(args, "keywords", None)}  # --retriever keyword-graph
+    return options | {k: v for k, v in graph.items() if v is not None}
 
 
 def register(sub: Any) -> None:

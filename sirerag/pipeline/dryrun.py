@@ -39,11 +39,12 @@ from sirerag.pipeline.dryrun_estimates import (CacheLookup, PlanningSummarizer, 
                                                summary_estimates)
 from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
+from sirerag.pipeline.timing import StageTime, Throughput, estimate_times, times_to_dict
 from sirerag.core.types import Document
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CountingRunner", "DryRunReport", "StageEstimate", "dry_run", "format_report"]
+__all__ = ["CountingRunner", "DryRunReport", "StageEstimate", "add_times", "dry_run", "format_report"]
 
 
 @dataclass
@@ -56,6 +57,8 @@ class DryRunReport:
     stages: list[StageEstimate] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     plan: list[str] = field(default_factory=list)
+    throughput: Throughput | None = None
+    times: list[StageTime] = field(default_factory=list)
 
     def total(self) -> StageEstimate:
         def total(f: str) -> int:
@@ -65,13 +68,16 @@ class DryRunReport:
                              total("output_tokens_est"), basis="", cached=total("cached"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"llm": self.llm, "corpus": self.corpus, "plan": self.plan, "stages": [asdict(s) for s in self.stages],
-                "total": asdict(self.total()), "notes": self.notes}
+        out = {"llm": self.llm, "corpus": self.corpus, "plan": self.plan, "stages": [asdict(s) for s in self.stages],
+               "total": asdict(self.total()), "notes": self.notes}
+        if self.throughput is not None:
+            out["time"] = times_to_dict(self.times, self.throughput)
+        return out
 
 
 def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None = None, *,
             cache_dir: str | Path | None = None, show_progress: bool = True,
-            on_stage: StageHook | None = None) -> DryRunReport:
+            on_stage: StageHook | None = None, throughput: Throughput | None = None) -> DryRunReport:
     """Plan a build of ``corpus`` with ``config`` and count its LLM calls and tokens.
 
     Args:
@@ -81,6 +87,8 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
             cached LLM calls are counted.
         show_progress: progress bars for embedding and clustering.
         on_stage: called around every stage of the plan, as for :func:`~sirerag.pipeline.build.build_index`.
+        throughput: the machine's measured throughput (:func:`sirerag.pipeline.timing.measure`): the report then
+            gives each stage's estimated wall time (``times``). None: no time estimate.
 
     Returns:
         A :class:`DryRunReport`. No LLM is called.
@@ -94,7 +102,14 @@ def dry_run(corpus: str | Path | Sequence[Document], config: BuildConfig | None 
     with CountingRunner(corpus, config, plan, cache,
                         show_progress=show_progress) as runner:
         plan.walk(runner, on_stage=on_stage)
-    return runner.report
+    return add_times(runner.report, throughput) if throughput is not None else runner.report
+
+
+def add_times(report: DryRunReport, throughput: Throughput) -> DryRunReport:
+    """``report`` with each stage's estimated wall time at ``throughput``."""
+    report.throughput = throughput
+    report.times = estimate_times(report.plan, report.stages, report.corpus, throughput)
+    return report
 
 
 class CountingRunner:
@@ -219,7 +234,10 @@ class CountingRunner:
 def format_report(report: DryRunReport) -> str:
     """A plain-text table of the report (what ``sirerag build --dry-run`` prints)."""
     c = report.corpus
-    lines = [f"dry run (no model called): {c['documents']} documents, {c['chunks']} chunks "
+    timed = report.throughput is not None and report.throughput.llm_output_tokens_per_s is not None
+    called = "no model called for the build; the LLM endpoint timed with 3 short requests" if timed else \
+        "no model called"
+    lines = [f"dry run ({called}): {c['documents']} documents, {c['chunks']} chunks "
              f"({c['chunk_tokens']} tokens); LLM {report.llm or 'none'}"]
     head = f"  {'stage':<34} {'calls':>8} {'input tok':>12} {'output max':>12} {'output est':>12} {'cached':>7}"
     lines.append(head)
@@ -229,4 +247,28 @@ def format_report(report: DryRunReport) -> str:
     for s in report.stages:
         lines.append(f"    {s.stage}: {s.basis}")
     lines += [f"  note: {n}" for n in report.notes]
+    if report.throughput is not None:
+        lines += format_times(report.times, report.throughput)
     return "\n".join(lines)
+
+
+def format_times(times: Sequence[StageTime], throughput: Throughput) -> list[str]:
+    """The estimated wall time of each stage, and where the throughput figures come from."""
+    lines = ["estimated wall time (clustering not counted; an LLM server answering one request at a time):"]
+    for t in times:
+        if t.seconds or t.seconds is None:  # the stages with model work
+            lines.append(f"  {t.stage:<18} {_duration(t.seconds):>10}  {t.basis}")
+    total = sum(t.seconds for t in times if t.seconds is not None)
+    partial = any(t.seconds is None for t in times)
+    lines.append(f"  {'total':<18} {_duration(total):>10}" + ("  (at least: a stage is not estimated)" if partial
+                                                              else ""))
+    lines += [f"  throughput: {n}" for n in throughput.notes]
+    return lines
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"

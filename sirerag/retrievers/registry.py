@@ -21,6 +21,7 @@ RETRIEVERS: dict[str, str] = {
     "bm25": "sirerag.retrievers.bm25",
     "colbert": "sirerag.retrievers.colbert",
     "ppr": "sirerag.retrievers.ppr",
+    "keyword-graph": "sirerag.retrievers.keyword_graph",
 }
 
 

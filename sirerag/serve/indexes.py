@@ -36,9 +36,10 @@ T = TypeVar("T")
 #: a served index's name: what URLs and clients use
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 #: retrievers whose search only reads shared state, so one loaded copy serves parallel requests
-THREAD_SAFE = frozenset({"dense", "bm25", "ppr"})
+THREAD_SAFE = frozenset({"dense", "bm25", "ppr", "keyword-graph"})
 #: the retriever options a client may send (the CLI's, less those naming a model or a server to load)
-CLIENT_OPTIONS = frozenset({"linking", "passage_weight", "fusion", "pool_rule", "leaf_share", "lift_ratio"})
+CLIENT_OPTIONS = frozenset({"linking", "passage_weight", "fusion", "pool_rule", "leaf_share", "lift_ratio", "mode",
+                            "seeds", "keywords"})
 
 
 class UnknownIndexError(InputError):

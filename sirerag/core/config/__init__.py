@@ -12,6 +12,7 @@ received and what is allowed. A TOML file maps onto the same sections::
     threshold = 0.1
 """
 from sirerag.core.config.build import BuildConfig, load_config
+from sirerag.core.config.keyword_graph import KeywordGraphConfig
 from sirerag.core.config.query import QueryConfig
 from sirerag.core.config.sections import (
     TREE_CHOICES,
@@ -39,6 +40,7 @@ __all__ = [
     "EngineConfig",
     "ExtractionConfig",
     "GraphConfig",
+    "KeywordGraphConfig",
     "LLMConfig",
     "QueryConfig",
     "RelatednessConfig",
