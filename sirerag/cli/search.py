@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from sirerag.api import Index
     from sirerag.core.errors import ConfigError, check
     from sirerag.retrievers.base import check_query
-    from sirerag.retrievers.pool_rank import describe
+    from sirerag.retrievers.pool_rank import describe, has_non_leaves
 
     check(args.k >= 1, "-k", args.k, "a positive integer")
     if (args.query is None) == (args.queries is None):
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 header = f"query (line {query.line}): {query.text}" if query.line is not None else None
                 _print_table(rows, header=header)
-        if not args.json and any(e.kind != "leaf" for e in index.pool.entries):
+        if not args.json and has_non_leaves(index.pool):
             _print_rule_note(ranking)
     return 0
 

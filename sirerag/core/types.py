@@ -186,10 +186,14 @@ class Node(_Record):
 class Pool:
     """The flattened retrieval pool: every node of every tree, with one embedding row each.
 
-    ``embeddings[i]`` belongs to ``entries[i]``; rows are L2-normalised float32.
+    ``embeddings[i]`` belongs to ``entries[i]``; rows are L2-normalised float32. ``entries`` is a tuple, or for
+    a pool read from an index a sequence that parses an entry when first used
+    (:class:`~sirerag.pool.entries.LazyEntries`); such a sequence gives the entries' ``ids`` and ``kinds``
+    (and the passages of its leaves, ``leaf_passages()``) without parsing them, and so do :attr:`ids`,
+    :attr:`kinds` and :meth:`leaves_of`.
     """
 
-    entries: tuple[Node, ...]
+    entries: Sequence[Node]
     embeddings: np.ndarray
     _positions: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
@@ -199,12 +203,24 @@ class Pool:
                 f"Pool.embeddings must have shape (n_entries={len(self.entries)}, dim), "
                 f"got {self.embeddings.shape}"
             )
-        self._positions.update({e.id: i for i, e in enumerate(self.entries)})
+        self._positions.update(zip(self.ids, range(len(self.entries))))
         if len(self._positions) != len(self.entries):
             raise ValueError("Pool.entries contain duplicate ids")
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    @functools.cached_property
+    def ids(self) -> Sequence[str]:
+        """The entries' ids, in pool order."""
+        ids = getattr(self.entries, "ids", None)
+        return ids if ids is not None else [e.id for e in self.entries]
+
+    @functools.cached_property
+    def kinds(self) -> Sequence[str]:
+        """The entries' kinds, in pool order."""
+        kinds = getattr(self.entries, "kinds", None)
+        return kinds if kinds is not None else [e.kind for e in self.entries]
 
     def position(self, entry_id: str) -> int:
         """Row of ``entry_id`` in ``entries`` and ``embeddings``."""
@@ -215,16 +231,18 @@ class Pool:
 
     def leaves_of(self, passage: str) -> tuple[Node, ...]:
         """The leaf entries of ``passage`` (the chunks of that document), in pool order."""
-        return self._leaves.get(passage, ())
+        return tuple(self.entries[row] for row in self._leaves.get(passage, ()))
 
     @functools.cached_property
-    def _leaves(self) -> dict[str, tuple[Node, ...]]:
-        by: dict[str, list[Node]] = {}
-        for e in self.entries:
-            if e.kind == "leaf":
-                for p in e.passages:
-                    by.setdefault(p, []).append(e)
-        return {p: tuple(nodes) for p, nodes in by.items()}
+    def _leaves(self) -> dict[str, tuple[int, ...]]:
+        read = getattr(self.entries, "leaf_passages", None)
+        passages = read() if read is not None else {i: e.passages for i, e in enumerate(self.entries)
+                                                    if e.kind == "leaf"}
+        by: dict[str, list[int]] = {}
+        for row in sorted(passages):
+            for p in passages[row]:
+                by.setdefault(p, []).append(row)
+        return {p: tuple(rows) for p, rows in by.items()}
 
     def counts(self) -> dict[str, int]:
         """Entries per ``"<tree>/<kind>/level<level>"``, sorted by key (the manifest's and

@@ -18,6 +18,7 @@ from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import damaged, load_npy, read_manifest, save_npy, write_jsonl
 from sirerag.core.io.files import loads_index_json
 from sirerag.core.io.manifest import Component, Manifest, check_sample, refresh_files, rewrite_manifest, sha256_matches
+from sirerag.pool.entries import LazyEntries, map_file
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Node, Pool
 
@@ -56,13 +57,16 @@ def save_pool(directory: str | Path, pool: Pool) -> None:
 def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:
     """Read ``entries.jsonl`` and ``embeddings.npy``; with the manifest, also check them against it.
 
+    Both files are memory-mapped: the entries are parsed when first used (:class:`~sirerag.pool.entries.
+    LazyEntries`; their ids and kinds are read at once) and the embeddings are a read-only array.
+
     Raises:
-        IndexFormatError: a damaged line, a damaged or mis-shaped array, or files that do not
-            match each other or the manifest; the message names the file.
+        IndexFormatError: a damaged line (now, or when the entry is first used), a damaged or mis-shaped array,
+            or files that do not match each other or the manifest; the message names the file.
     """
     directory = Path(directory)
-    entries = tuple(_node(directory, lineno, r) for lineno, r in read_records(directory, ENTRIES, manifest))
-    embeddings = load_npy(directory / EMBEDDINGS, index=directory)
+    entries = LazyEntries(directory / ENTRIES, _mapped(directory, ENTRIES, manifest), directory)
+    embeddings = load_npy(directory / EMBEDDINGS, mmap=True, index=directory)
     if manifest is not None:
         check_sample(directory, manifest, EMBEDDINGS)  # a same-size damaged file, at the cost of a few reads
     if embeddings.dtype != np.float32 or embeddings.ndim != 2 or embeddings.shape[0] != len(entries):
@@ -75,12 +79,16 @@ def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:
         raise IndexFormatError(damaged(directory / ENTRIES, str(exc), directory)) from exc
 
 
-def _node(directory: Path, lineno: int, record: dict[str, Any]) -> Node:
+def _mapped(directory: Path, name: str, manifest: Manifest | None = None) -> bytes:
+    """The bytes of an index file, memory-mapped; with the manifest, checked against its size and sha256."""
+    path = directory / name
     try:
-        return Node.from_dict(record)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise IndexFormatError(damaged(f"{directory / ENTRIES}:{lineno}", f"not a pool entry ({exc})",
-                                       directory)) from exc
+        data = map_file(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise IndexFormatError(damaged(path, "index file is missing", directory)) from None
+    if manifest is not None:
+        sha256_matches(directory, manifest, name, data)
+    return data
 
 
 def read_records(directory: Path, name: str, manifest: Manifest | None = None) -> Iterator[tuple[int, Any]]:

@@ -68,7 +68,7 @@ def load(index: LoadedIndex, *, k1: float = 1.5, b: float = 0.75, method: str = 
 
     check_current(index, "bm25")
     entries = index.pool.entries
-    ids = [e.id for e in entries]
+    ids = list(index.pool.ids)
     stored = index.component("bm25")
     component = index.manifest.component("bm25")
     info = component.info if component is not None else {}

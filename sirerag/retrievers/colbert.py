@@ -123,7 +123,7 @@ def build_colbert_index(
             raise IndexFormatError(f"{index.path} was rebuilt since it was loaded; load it again")
         root = index.path.resolve() / COMPONENT  # absolute: the worker runs in another directory
         root.mkdir(parents=True, exist_ok=True)
-        entry_ids = [e.id for e in index.pool.entries]
+        entry_ids = list(index.pool.ids)
         final = root / _slug(key)
         start = time.perf_counter()
         logger.info("building the ColBERT index of %d entries with %s (nbits=%d, doc_maxlen=%d)",
@@ -163,7 +163,7 @@ def _stale_reason(index: LoadedIndex, record: dict[str, Any] | None) -> str | No
     """Why a recorded ColBERT index cannot serve this pool (None: it can)."""
     if record is None:
         return "has no ColBERT index for this checkpoint"
-    if record.get("entries_sha1") != entries_fingerprint([e.id for e in index.pool.entries]):
+    if record.get("entries_sha1") != entries_fingerprint(list(index.pool.ids)):
         return "has a ColBERT index for this checkpoint that is out of date with the pool"
     if not (index.path / record["path"] / PLAID / "metadata.json").is_file():
         return f"has no ColBERT files in {record['path']}/{PLAID}"

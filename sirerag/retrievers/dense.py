@@ -101,7 +101,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, exact: bool = False
         MissingExtraError: the index has the ``ann`` component and usearch is not installed (extra ``ann``).
     """
     embedder = index_embedder(index, embedder)
-    return DenseRetriever(embedder, [e.id for e in index.pool.entries], index.pool.embeddings,
+    return DenseRetriever(embedder, list(index.pool.ids), index.pool.embeddings,
                           ann=None if exact else load_index_ann(index, ann_expansion_search))
 
 

@@ -143,7 +143,7 @@ class PoolRanker(Closing):
 
 def has_non_leaves(pool: Pool) -> bool:
     """True when the pool holds summaries, aggregates or propositions besides leaves."""
-    return any(e.kind != "leaf" for e in pool.entries)
+    return any(kind != "leaf" for kind in pool.kinds)
 
 
 #: the fields of :class:`~sirerag.core.config.retrieval.PoolRule` a report shows

@@ -94,7 +94,7 @@ class PPRRetriever(Closing):
             self.recognition = RecognitionFilter(llm)
         pairs, seeds = pool_nodes if pool_nodes is not None else (None, None)
         self.entry_nodes = entry_node_matrix(pool, graph, pairs)
-        self.ids = [e.id for e in pool.entries]
+        self.ids = list(pool.ids)
         rows, nodes = seeds if seeds is not None else seed_rows(pool, graph.passage_index)
         self._leaf_rows, self._leaf_passages = rows, nodes - graph.n_entities
         self.surface = None

@@ -1,0 +1,167 @@
+"""The entries of a saved pool, parsed when first used.
+
+A search reads every pool entry's id (to name its hits) and kind (the pool rule), and the passages of the
+leaves only when the rule lifts a passage; it reads the rest (the text, the children...) of the few entries it
+returns or inspects. :class:`LazyEntries` keeps ``entries.jsonl`` memory-mapped with the offset of each line,
+reads those columns with one scan of the bytes, and parses a line into a :class:`~sirerag.core.types.Node` on
+first access (kept). So loading a pool costs a scan of the file, not a parse of every entry.
+
+The columns are read from the layout :func:`~sirerag.pool.store.save_pool` writes (``json.dumps`` of
+:meth:`Node.to_dict`: ``{"id": ..., "text": ..., "kind": ..., "tree": ...``). The key sequences matched, such
+as ``, "kind": "``, hold an unescaped quote, so they cannot occur inside a JSON string: a match is the record's
+own field. A line the scan cannot read (another layout, an escaped id, an unknown kind) is parsed in full at
+load, so a damaged line is reported there, naming the file and line, as before.
+"""
+from __future__ import annotations
+
+import mmap
+import re
+from pathlib import Path
+from typing import Any, Iterator, Sequence, overload
+
+import numpy as np
+
+from sirerag.core.errors import IndexFormatError
+from sirerag.core.io import damaged
+from sirerag.core.io.files import loads_index_json
+from sirerag.core.types import KINDS, TREES, Node
+
+_ID = re.compile(rb'\{"id": "([^"\\\n]*)", "text": "')
+_KIND = re.compile(rb', "kind": "([a-z]+)", "tree": "([a-z]+)", "level": ')
+_PASSAGES = re.compile(rb', "passages": (\[[^\]\n]*\]), "entity": ')
+
+
+def map_file(path: Path) -> bytes:
+    """The bytes of ``path``, memory-mapped read-only (an empty file: ``b""``). The index's files are
+    replaced by a rename, never rewritten in place, so the mapping keeps the commit that was loaded."""
+    with open(path, "rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return b""
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]
+
+
+class LazyEntries(Sequence[Node]):
+    """The pool entries of one ``entries.jsonl``, in file order; ``ids`` and ``kinds`` are read for all at once,
+    each :class:`Node` on first access.
+
+    Args:
+        path: the file (named in errors).
+        data: its bytes (:func:`map_file`).
+        index: the index folder (for the advice in errors).
+
+    Raises:
+        IndexFormatError: a line is not a pool entry (naming ``file:line``), at load for a line whose id or kind
+            cannot be read, else when that entry is first used.
+    """
+
+    def __init__(self, path: Path, data: bytes, index: Path | None = None) -> None:
+        self.path, self._data, self._index = path, data, index
+        self._starts, self._ends, self._lines = _lines(data)
+        self._nodes: dict[int, Node] = {}
+        n = len(self._starts)
+        ids: list[str | None] = [None] * n
+        kinds: list[str | None] = [None] * n
+        found = [(m.start(), m.group(1)) for m in _ID.finditer(data)]
+        twice: set[int] = set()
+        for row, (_, raw) in zip(self._rows([p for p, _ in found]), found):
+            if ids[row] is not None:
+                twice.add(row)
+            try:
+                ids[row] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                continue  # parsed below, and reported there
+        found = [(m.start(), m.group(1), m.group(2)) for m in _KIND.finditer(data)]
+        for row, (_, kind, tree) in zip(self._rows([p for p, _, _ in found]), found):
+            ok = kinds[row] is None and kind.decode() in KINDS and tree.decode() in TREES
+            kinds[row] = kind.decode() if ok else ""  # twice on one line, or unknown: parsed below
+        for row in range(n):
+            if ids[row] is None or not kinds[row] or row in twice:
+                node = self[row]  # a line the scan cannot read: parse it now (and report it now if damaged)
+                ids[row], kinds[row] = node.id, node.kind
+        self.ids: list[str] = ids  # type: ignore[assignment]
+        self.kinds: list[str] = kinds  # type: ignore[assignment]
+
+    def _rows(self, offsets: Sequence[int]) -> list[int]:
+        """The row of the line holding each byte offset."""
+        return (np.searchsorted(self._starts, np.asarray(offsets, dtype=np.int64), side="right") - 1).tolist()
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, i: int) -> Node: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Node]: ...
+
+    def __getitem__(self, i: int | slice) -> Node | Sequence[Node]:
+        if isinstance(i, slice):
+            return tuple(self[j] for j in range(*i.indices(len(self))))
+        row = range(len(self))[i]  # IndexError, negative indices
+        node = self._nodes.get(row)
+        if node is None:
+            node = self._nodes[row] = self._parse(row)
+        return node
+
+    def __iter__(self) -> Iterator[Node]:
+        return (self[row] for row in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:  # equal to the tuple it stands for, as a tuple would be
+        if not isinstance(other, (LazyEntries, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def parsed(self) -> int:
+        """How many entries have been parsed so far."""
+        return len(self._nodes)
+
+    def _parse(self, row: int) -> Node:
+        where = f"{self.path}:{int(self._lines[row])}"
+        raw = self._data[int(self._starts[row]):int(self._ends[row])]
+        try:
+            record: Any = loads_index_json(raw)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise IndexFormatError(damaged(where, f"damaged line ({exc})", self._index)) from exc
+        if not isinstance(record, dict):
+            raise IndexFormatError(damaged(where, "damaged line (not a JSON object)", self._index))
+        try:
+            node = Node.from_dict(record)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise IndexFormatError(damaged(where, f"not a pool entry ({exc})", self._index)) from exc
+        ids = getattr(self, "ids", None)
+        if ids is not None and node.id != ids[row]:  # the scan and the parse disagree: never trust either
+            raise IndexFormatError(damaged(where, f"entry id {node.id!r} read as {ids[row]!r}", self._index))
+        return node
+
+    def leaf_passages(self) -> dict[int, tuple[str, ...]]:
+        """The passages of every leaf entry, by row (read with one scan, not by parsing the leaves)."""
+        out: dict[int, tuple[str, ...]] = {}
+        found = [(m.start(), m.group(1)) for m in _PASSAGES.finditer(self._data)]
+        for row, (_, raw) in zip(self._rows([p for p, _ in found]), found):
+            if self.kinds[row] == "leaf" and row not in out:
+                try:
+                    value = loads_index_json(raw)
+                except ValueError:
+                    continue
+                if isinstance(value, list) and all(isinstance(p, str) for p in value):
+                    out[row] = tuple(value)
+        for row, kind in enumerate(self.kinds):
+            if kind == "leaf" and row not in out:
+                out[row] = self[row].passages
+        return out
+
+
+def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start and end offsets and 1-based numbers of the non-blank lines of ``data``."""
+    array = np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, np.uint8)
+    ends = np.flatnonzero(array == ord("\n"))
+    if len(data) and data[-1:] != b"\n":
+        ends = np.append(ends, len(data))
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if ends.size else np.zeros(0, np.int64)
+    keep = np.ones(ends.size, dtype=bool)
+    for i in np.flatnonzero((starts == ends) | (array[np.minimum(starts, max(len(array) - 1, 0))] != ord("{"))):
+        keep[i] = bool(data[int(starts[i]):int(ends[i])].strip())  # blank lines are skipped, as in other files
+    return starts[keep], ends[keep], np.arange(1, ends.size + 1)[keep]
