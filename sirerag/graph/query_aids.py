@@ -51,10 +51,8 @@ def seed_rows(pool: Pool, passage_index: dict[str, int]) -> tuple[np.ndarray, np
 
 def rows_key(pool: Pool, rows: np.ndarray) -> str:
     """sha256 of the entry ids at ``rows``, in order: what a stored seed index was made for."""
-    digest = hashlib.sha256()
-    for i in rows:
-        digest.update(pool.entries[int(i)].id.encode("utf-8") + b"\n")
-    return digest.hexdigest()
+    ids = pool.ids  # not the entries: a loaded pool parses an entry when it is first used
+    return hashlib.sha256(b"".join(ids[i].encode("utf-8") + b"\n" for i in rows.tolist())).hexdigest()
 
 
 def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: dict[str, int],
