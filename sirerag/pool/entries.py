@@ -70,10 +70,10 @@ class LazyEntries(Sequence[Node]):
                 ids[row] = raw.decode("utf-8")
             except UnicodeDecodeError:
                 continue  # parsed below, and reported there
-        found = [(m.start(), m.group(1), m.group(2)) for m in _KIND.finditer(data)]
-        for row, (_, kind, tree) in zip(self._rows([p for p, _, _ in found]), found):
-            ok = kinds[row] is None and kind.decode() in KINDS and tree.decode() in TREES
-            kinds[row] = kind.decode() if ok else ""  # twice on one line, or unknown: parsed below
+        matches = [(m.start(), m.group(1).decode(), m.group(2).decode()) for m in _KIND.finditer(data)]
+        for row, (_, kind, tree) in zip(self._rows([p for p, _, _ in matches]), matches):
+            ok = kinds[row] is None and kind in KINDS and tree in TREES
+            kinds[row] = kind if ok else ""  # twice on one line, or unknown: parsed below
         for row in range(n):
             if ids[row] is None or not kinds[row] or row in twice:
                 node = self[row]  # a line the scan cannot read: parse it now (and report it now if damaged)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from sirerag.pool.loaded import LoadedIndex
 from sirerag.core.types import Node
@@ -36,7 +36,7 @@ class ReportData:
         graph: the entity graph as lists (see :mod:`sirerag.report.graphdata`), or None.
     """
 
-    entries: tuple[Node, ...]
+    entries: Sequence[Node]
     children: list[list[int]]
     doc_index: dict[str, int]
     docs: list[tuple[str, str]]
