@@ -117,3 +117,14 @@ def test_a_ranked_search_parses_a_bounded_number_of_entries(tmp_path):
     hits = ranker.search_many(["q"], k=5)[0]
     assert len(hits) == 5 and len(pool) == 5499
     assert pool.entries.parsed <= 2 * PPR_POOL.pool_depth
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("retriever", ["dense", "bm25"])
+def test_a_search_of_a_built_index_parses_only_what_it_returns(data_leaves, retriever):
+    import sirerag
+
+    with sirerag.Index.load(data_leaves[0]) as index:
+        results = index.search("Which river flows through the capital?", k=5, retriever=retriever)
+        assert len(results) == 5 and len(index.pool) == 300
+        assert index.pool.entries.parsed <= 5
