@@ -96,7 +96,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, mode: str | None = 
                              "max_passages": max_passages}
     config = KeywordGraphConfig(**{f.name: given[f.name] for f in fields(KeywordGraphConfig)
                                    if given[f.name] is not None}).validate()
-    rows = [i for i, e in enumerate(index.pool.entries) if e.kind == "leaf"]
+    rows = [i for i, kind in enumerate(index.pool.kinds) if kind == "leaf"]
     check_size(len(rows), config)  # before the embedder loads
     passages = [index.pool.entries[i] for i in rows]
     embeddings = index.pool.embeddings[rows]
