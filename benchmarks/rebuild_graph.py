@@ -7,6 +7,7 @@ new folder ``--out DIR`` gets links to its files and a graph of its own (a varia
 compare, or to search instead of INDEX).
 
     python -m benchmarks.rebuild_graph idx-musique --out idx-musique-tw3 --title-weight 3
+    python -m benchmarks.rebuild_graph idx-musique --out idx-musique-m2v --name-vectors static --precision auto
 """
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ def main() -> None:
     ap.add_argument("--cache", help="embedding cache folder (default INDEX/cache)")
     ap.add_argument("--title-weight", type=float)
     ap.add_argument("--embed-facts", action="store_true")
+    ap.add_argument("--precision", default="float32", choices=("auto", "float32", "bfloat16"),
+                    help="what the index embedder computes the names in (the build's default is auto)")
     ap.add_argument("--synonym-max-neighbors", type=int)
     ap.add_argument("--synonym-threshold", type=float)
+    ap.add_argument("--name-vectors", choices=("index", "static"), help="graph.name_vectors")
     add_json_argument(ap)
     args = ap.parse_args()
     report = Report("rebuild_graph")
@@ -49,7 +53,7 @@ def main() -> None:
     settings = dict(index.manifest.config.get("graph", {}))
     config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
     changes = {"enabled": True}
-    for name in ("title_weight", "synonym_max_neighbors", "synonym_threshold"):
+    for name in ("title_weight", "synonym_max_neighbors", "synonym_threshold", "name_vectors"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
     if args.embed_facts:
@@ -61,7 +65,7 @@ def main() -> None:
     if spec is None:
         raise SystemExit(f"{src}: the manifest names no embedder; nothing to embed the graph's names with")
     cache = Path(args.cache) if args.cache else src / "cache"
-    embedder = load_embedder(spec, cache_dir=cache / "embeddings", show_progress=False)
+    embedder = load_embedder(spec, cache_dir=cache / "embeddings", show_progress=False, precision=args.precision)
     with Timer() as timer:
         info = build_and_save_graph(target, index.documents(), index.propositions(), embedder=embedder, config=config)
         register_component(target, "graph", **info)

@@ -67,6 +67,8 @@ class PPRRetriever(Closing):
             (:class:`~sirerag.graph.bridging.PropositionBridge`), for ``ner`` linking; off when None.
         pool_nodes: the pool's entry-node pairs and seed rows as the build stored them
             (:func:`~sirerag.graph.query_aids.load_pool_nodes`); None: computed here.
+        name_embedder: the embedder of the graph's entity names when it is not ``embedder``
+            (``graph.name_vectors = "static"``); a query's unmatched entities are embedded with it.
     """
 
     name = "ppr"
@@ -79,7 +81,8 @@ class PPRRetriever(Closing):
                  entry_score: str = "mean", surface_forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None,
                  seeds_lexical: Any | None = None, bridge: Any | None = None,
                  bridge_settings: Any | None = None,
-                 pool_nodes: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None) -> None:
+                 pool_nodes: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None,
+                 name_embedder: Any | None = None) -> None:
         check(linking in LINKING, "linking", linking, f"one of {LINKING}")
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
         weight = DEFAULT_PASSAGE_WEIGHT[linking] if passage_weight is None else float(passage_weight)
@@ -98,6 +101,7 @@ class PPRRetriever(Closing):
             graph = replace(graph, fact_embeddings=np.asarray(
                 embedder.encode_documents([f.text for f in graph.facts]), dtype=np.float32))
         self.graph, self.pool, self.embedder = graph, pool, embedder
+        self.name_embedder = name_embedder or embedder  # the embedder of the graph's entity names
         self.linking, self.tagger, self.passage_weight = linking, tagger, weight
         self.top_facts, self.top_entities = top_facts, top_entities
         self.pagerank = PersonalizedPageRank(graph.adjacency, damping=damping, tol=tol, max_iter=max_iter)
@@ -155,7 +159,8 @@ class PPRRetriever(Closing):
             matched = [self.surface.match(q) if self.surface is not None else [] for q in queries]
             found = [uncovered(q, ents, m) for q, ents, m in zip(queries, found, matched)]
             flat = [e for ents in found for e in ents]
-            emb = self.embedder.encode_documents(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
+            names = self.name_embedder
+            emb = names.encode_documents(flat) if flat else np.zeros((0, names.dim), np.float32)
             out, start = [], 0
             for ents, m, vector in zip(found, matched, query_embeddings):
                 seeds = surface_seeds(self.graph, [(x.text, x.node) for x in m], ents, emb[start:start + len(ents)])
@@ -284,5 +289,8 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, linking: str = "ner
                                        title_weight=float(settings.get("title_weight", 0.0)),
                                        synonym_threshold=float(settings.get("synonym_threshold", 0.8)))
         kwargs["bridge_settings"] = settings_b
-    return PPRRetriever(graph, index.pool, embedder, linking=linking, tagger=tagger, llm=fact_filter, **kwargs)
+    from sirerag.graph.store import load_name_embedder
+
+    return PPRRetriever(graph, index.pool, embedder, linking=linking, tagger=tagger, llm=fact_filter,
+                        name_embedder=load_name_embedder(meta) if linking == "ner" else None, **kwargs)
 
