@@ -3,7 +3,7 @@
 Graph settings come from ``--config FILE.toml`` (its ``[graph]`` section) or the options
 below; embeddings come from the embedding cache (``--cache``, default ``INDEX/cache``),
 so a rebuild pays only for names it has not embedded before. INDEX is left alone: the
-new folder ``--out DIR`` gets links to its files and a graph of its own (a variant to
+new folder ``--out DIR`` gets hard links to its files (same file system) and a graph of its own (a variant to
 compare, or to search instead of INDEX).
 
     python -m benchmarks.rebuild_graph idx-musique --out idx-musique-tw3 --title-weight 3
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -46,9 +47,12 @@ def main() -> None:
     if target.exists():
         raise SystemExit(f"{target}: already exists; give a new folder for the variant index")
     target.mkdir(parents=True)
-    for item in src.iterdir():
+    for item in src.iterdir():  # hard links: an index refuses files whose paths leave its folder (symlinks)
         if item.name not in (GRAPH_DIR, "manifest.json", "cache"):
-            (target / item.name).symlink_to(item.resolve())
+            if item.is_dir():
+                shutil.copytree(item, target / item.name, copy_function=os.link)
+            else:
+                os.link(item, target / item.name)
     shutil.copy(src / "manifest.json", target / "manifest.json")
     settings = dict(index.manifest.config.get("graph", {}))
     config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
