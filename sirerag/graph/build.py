@@ -201,6 +201,7 @@ def build_graph(
     synonym_threshold: float = 0.8,
     synonym_max_neighbors: int = 100,
     block_size: int | None = None,
+    name_embedder: Any | None = None,
 ) -> EntityGraph:
     """Build the entity graph of a corpus.
 
@@ -218,6 +219,8 @@ def build_graph(
         synonym_threshold: minimum cosine for a synonym edge.
         synonym_max_neighbors: maximum synonym edges per entity.
         block_size: rows per block of the synonym kNN.
+        name_embedder: embeds the entity names in place of ``embedder`` (a static embedder,
+            ``graph.name_vectors``); the same dimension.
 
     Returns:
         The :class:`EntityGraph`; ``stats["seconds"]`` holds the time of each stage.
@@ -248,7 +251,7 @@ def build_graph(
     syn = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
     if embedder is not None and n_e:
         start = time.perf_counter()
-        ent_emb = np.asarray(embedder.encode_documents(entities), dtype=np.float32)
+        ent_emb = np.asarray((name_embedder or embedder).encode_documents(entities), dtype=np.float32)
         seconds["embed_entities"] = time.perf_counter() - start
         start = time.perf_counter()
         eligible = np.array([alnum_count(e) >= MIN_SYNONYM_CHARS for e in entities], dtype=bool)

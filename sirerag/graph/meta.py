@@ -46,13 +46,16 @@ class GraphBuildSettings:
 @dataclass(frozen=True)
 class GraphMeta:
     """``graph.json``. ``stats``: the graph's counts (as :attr:`EntityGraph.stats`); ``query_aids``: aid name
-    -> its record (paths and what it was made from); ``extra``: the fields this version does not know."""
+    -> its record (paths and what it was made from); ``name_embedder``: the spec of the embedder of the entity
+    names when it is not the index embedder (``graph.name_vectors = "static"``); ``extra``: the fields this
+    version does not know."""
 
     format: int
     embedder: str | None = None
     settings: GraphBuildSettings = field(default_factory=GraphBuildSettings)
     stats: dict[str, Any] = field(default_factory=dict)
     query_aids: dict[str, dict[str, Any]] = field(default_factory=dict)
+    name_embedder: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -74,6 +77,7 @@ class GraphMeta:
             return cls(format=version, embedder=take(data, "embedder", "str", "", record=_RECORD),
                        settings=GraphBuildSettings.from_dict(settings or {}),
                        stats=take(data, "stats", "dict", "", record=_RECORD) or {}, query_aids=dict(aids or {}),
+                       name_embedder=take(data, "name_embedder", "str", "", record=_RECORD),
                        extra={k: v for k, v in data.items() if k not in {f.name for f in fields(cls)}})
         except IndexFormatError as exc:
             raise IndexFormatError(f"{source}: {exc}") from None

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from sirerag.core.errors import IndexFormatError, InputError
+from sirerag.core.errors import ConfigError, IndexFormatError, InputError
 from sirerag.core.io.files import loads_index_json, read_index_json
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
@@ -144,6 +144,35 @@ def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGrap
     return graph, meta
 
 
+def name_embedder(config: Any, embedder: Any) -> Any | None:
+    """The embedder of the entity names when it is not ``embedder`` (``graph.name_vectors = "static"``:
+    the static embedder distilled from MiniLM, :mod:`~sirerag.embedding.static`), else None.
+
+    Raises:
+        ConfigError: the static names need a MiniLM index (the distilled model is MiniLM's).
+    """
+    if config.name_vectors != "static":
+        return None
+    from sirerag.embedding.static import load_minilm_static
+
+    names = load_minilm_static()
+    dim = int(getattr(embedder, "dim", names.dim))
+    if dim != names.dim:
+        raise ConfigError(f"graph.name_vectors = 'static' gives {names.dim}-dimensional name vectors and the index "
+                          f"embedder {getattr(embedder, 'spec', '?')} {dim}: use it with a MiniLM index")
+    return names
+
+
+def load_name_embedder(meta: GraphMeta) -> Any | None:
+    """The embedder a graph's entity names were embedded with when it is not the index embedder (the
+    ``name_embedder`` its ``graph.json`` records), loaded; else None."""
+    if not meta.name_embedder:
+        return None
+    from sirerag.embedding.static import load_static_for
+
+    return load_static_for(meta.name_embedder)
+
+
 def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Sequence[Proposition], *,
                          embedder: Any, config: Any, pool: Pool | None = None,
                          chunk_texts: Sequence[str] | None = None, ner: str = "rules") -> dict[str, Any]:
@@ -163,14 +192,17 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
         The component record for the manifest (``path``, ``type``, settings, counts, seconds).
     """
     start = time.perf_counter()
+    names = name_embedder(config, embedder)
     graph = build_graph([d.id for d in documents], propositions, titles=[d.title for d in documents],
                         title_weight=config.title_weight, embedder=embedder, embed_facts=config.embed_facts,
                         synonym_threshold=config.synonym_threshold,
-                        synonym_max_neighbors=config.synonym_max_neighbors)
+                        synonym_max_neighbors=config.synonym_max_neighbors, name_embedder=names)
     settings = {"title_weight": config.title_weight, "embed_facts": config.embed_facts,
                 "synonym_threshold": config.synonym_threshold,
                 "synonym_max_neighbors": config.synonym_max_neighbors,
                 "damping": config.damping, "tol": config.tol, "max_iter": config.max_iter}
+    if names is not None:  # recorded only when set, so a default graph's record is what it was
+        settings["name_vectors"] = config.name_vectors
     start_save = time.perf_counter()
     aids = save_query_aids(
         Path(out) / GRAPH_DIR, pool=pool, passage_index=graph.passage_index,
@@ -180,8 +212,9 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
         entries=Path(out) / ENTRIES)
     graph.stats.setdefault("seconds", {})["query_aids"] = round(time.perf_counter() - start_save, 3)
     start_save = time.perf_counter()
+    extra = {"name_embedder": names.spec} if names is not None else {}
     meta = save_graph(Path(out) / GRAPH_DIR, graph, embedder=getattr(embedder, "spec", None), settings=settings,
-                      query_aids=aids)
+                      query_aids=aids, **extra)
     graph.stats.setdefault("seconds", {})["save"] = round(time.perf_counter() - start_save, 3)
     seconds = round(time.perf_counter() - start, 3)
     logger.info("entity graph written to %s in %.1fs", Path(out) / GRAPH_DIR, seconds)

@@ -57,6 +57,8 @@ class PPRRetriever(Closing):
         pool_nodes: the pool's entry-node pairs and seed rows as the build stored them
             (:func:`~sirerag.graph.query_aids.load_pool_nodes`); None: computed here.
         **options: search options that replace fields of ``settings`` (``passage_weight=0.1``...).
+        name_embedder: the embedder of the graph's entity names when it is not ``embedder``
+            (``graph.name_vectors = "static"``); a query's unmatched entities are embedded with it.
     """
 
     name = "ppr"
@@ -66,7 +68,7 @@ class PPRRetriever(Closing):
                  surface_forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None,
                  seeds_lexical: Any | None = None, bridge: Any | None = None,
                  pool_nodes: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None,
-                 **options: Any) -> None:
+                 name_embedder: Any | None = None, **options: Any) -> None:
         settings = (settings or PPRSettings()).with_options(**options)
         linking = settings.linking
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
@@ -80,6 +82,7 @@ class PPRRetriever(Closing):
                 embedder.encode_documents([f.text for f in graph.facts]), dtype=np.float32))
         self.settings = settings
         self.graph, self.pool, self.embedder = graph, pool, embedder
+        self.name_embedder = name_embedder or embedder  # the embedder of the graph's entity names
         self.linking, self.tagger, self.passage_weight = linking, tagger, settings.passage_weight
         self.top_facts, self.top_entities = settings.top_facts, settings.top_entities
         recorded = GraphConfig()  # PageRank settings not given: the build's defaults
@@ -145,7 +148,8 @@ class PPRRetriever(Closing):
             matched = [self.surface.match(q) if self.surface is not None else [] for q in queries]
             found = [uncovered(q, ents, m) for q, ents, m in zip(queries, found, matched)]
             flat = [e for ents in found for e in ents]
-            emb = self.embedder.encode_documents(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
+            names = self.name_embedder
+            emb = names.encode_documents(flat) if flat else np.zeros((0, names.dim), np.float32)
             out, start = [], 0
             for ents, m, vector in zip(found, matched, query_embeddings):
                 seeds = surface_seeds(self.graph, [(x.text, x.node) for x in m], ents, emb[start:start + len(ents)])
@@ -268,5 +272,9 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, tagger: Callable[[s
         # passages bridged entities or their synonyms title) and the synonym threshold, as the graph was built
         kwargs["bridge"] = load_bridge(index, graph, embedder, aids, title_weight=float(recorded["title_weight"]),
                                        synonym_threshold=float(recorded["synonym_threshold"]))
+    if linking == "ner":
+        from sirerag.graph.store import load_name_embedder
+
+        kwargs["name_embedder"] = load_name_embedder(meta)
     return PPRRetriever(graph, index.pool, embedder, settings, tagger=tagger, llm=fact_filter, **kwargs)
 

@@ -11,6 +11,8 @@ from sirerag.core.errors import check
 TREE_CHOICES = ("similarity", "relatedness")
 #: How an aggregate's vector is made (:class:`RelatednessConfig`).
 AGGREGATE_VECTORS = ("mean", "token_mean", "text", "window")
+#: What embeds the entity graph's names (:class:`GraphConfig`).
+NAME_VECTORS = ("index", "static")
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,10 @@ class GraphConfig:
     PageRank defaults recorded with the graph (a search may override them). Each
     document's title is an entity node tied to its passages with ``title_weight`` (0: no
     title nodes). ``embed_facts`` also embeds the propositions for ``--linking fact``
-    (otherwise a fact-linking search embeds them when it loads)."""
+    (otherwise a fact-linking search embeds them when it loads). ``name_vectors``: what embeds the entity
+    names (synonym edges, linking a query's unmatched entities): ``index``, the index's short-text embedder
+    (the default), or ``static``, a static embedder distilled from MiniLM (extra ``static``;
+    docs/experiments/2026-11-27-build-cost-levers.md)."""
 
     enabled: bool = False
     title_weight: float = 2.0
@@ -216,9 +221,12 @@ class GraphConfig:
     damping: float = 0.5
     tol: float = 1e-6
     max_iter: int = 100
+    name_vectors: str = "index"
 
     def validate(self) -> None:
         check_types(self, "graph")
+        check(self.name_vectors in NAME_VECTORS, "graph.name_vectors", self.name_vectors,
+              "one of " + ", ".join(repr(c) for c in NAME_VECTORS))
         check(self.title_weight >= 0, "graph.title_weight", self.title_weight, "a number >= 0")
         check(0.0 < self.synonym_threshold <= 1.0, "graph.synonym_threshold", self.synonym_threshold,
               "a cosine similarity in (0, 1]")
