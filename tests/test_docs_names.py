@@ -17,9 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "architecture.md"
-#: pages left out until their figures measured with the removed ``scripts/`` are gone (issue 45; ppr.md has none)
-NOT_YET = {"scale.md"}
-PAGES = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in NOT_YET)
+PAGES = sorted((ROOT / "docs").glob("*.md"))
 CODE = re.compile(r"`([^`\s]+)`")
 LOGGER = re.compile(r"`([^`\s]+)`\s+logger")
 COLON = re.compile(r"^(sirerag(?:\.\w+)*):(\w+(?:\.\w+)*)$")
