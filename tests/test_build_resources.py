@@ -55,3 +55,22 @@ def test_without_proc_the_stages_are_left_out(monkeypatch) -> None:
     hook("load", "start", 0.0)
     hook("load", "end", 0.1)
     assert "stage_peak_rss_mib" not in meter.record() and meter.record()["peak_rss_mib"] > 0
+
+
+@pytest.mark.skipif(not LINUX, reason="the resident size is read from /proc")
+def test_a_stage_end_hands_back_the_pages_of_tracked_mapped_arrays(tmp_path) -> None:
+    from sirerag.core.io.mapped import map_npy, npy_writer
+
+    with npy_writer(tmp_path / "rows.npy", (32 * 1024, 1024)) as out:
+        out[:] = 1.0
+    del out
+    rows = map_npy(tmp_path / "rows.npy")
+    meter = MemoryMeter()
+    meter.track(rows)
+    hook = meter.hook(None)
+    hook("graph", "start", 0.0)
+    before = rss_mib()
+    assert float(rows[:, 0].sum()) == 32 * 1024  # 128 MiB of pages read during the stage
+    read = rss_mib()
+    hook("graph", "end", 0.1)
+    assert read - before > 64 and read - rss_mib() > 64

@@ -2,12 +2,16 @@
 validation."""
 from __future__ import annotations
 
+import io
+import mmap
+
 import numpy as np
 import pytest
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import write_manifest
-from sirerag.pool.store import flatten, load_pool, register_component, save_pool
+from sirerag.pool import store
+from sirerag.pool.store import flatten, load_pool, register_component, save_pool, write_flat_pool
 from sirerag.pool.loaded import load_index
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Node, Pool, document_id
@@ -31,6 +35,33 @@ def test_flatten_keeps_order_and_drops_repeated_ids():
     assert [e.tree for e in pool.entries] == ["similarity", "similarity", "relatedness"]
     np.testing.assert_array_equal(pool.embeddings[2], b.embeddings[0])
     assert pool.position(b.nodes[0].id) == 2
+
+
+@pytest.mark.parametrize("block_rows", [1, 2, 4096])
+def test_the_streamed_pool_writes_the_bytes_of_the_flattened_one(tmp_path, monkeypatch, block_rows):
+    monkeypatch.setattr(store, "_BLOCK_ROWS", block_rows)  # rows copied into the mapped file a few at a time
+    a = _tree([_node(i) for i in range(5)], dim=6)
+    b = TreeResult(nodes=(_node(0, tree="relatedness", kind="aggregate"), _node(3), _node(7, tree="relatedness")),
+                   embeddings=np.random.default_rng(2).normal(size=(3, 6)))  # float64, cast as flatten casts
+    save_pool(tmp_path / "stacked", flatten([a, b]))
+    streamed = write_flat_pool(tmp_path / "streamed", [a, b])
+    for name in ("entries.jsonl", "embeddings.npy"):
+        assert (tmp_path / "streamed" / name).read_bytes() == (tmp_path / "stacked" / name).read_bytes()
+    assert len(streamed) == 7 and streamed.position(b.nodes[2].id) == 6
+    assert isinstance(streamed.embeddings.base, mmap.mmap) and not streamed.embeddings.flags.writeable
+    np.testing.assert_array_equal(streamed.embeddings, flatten([a, b]).embeddings)
+
+
+def test_an_empty_streamed_pool_is_an_empty_matrix(tmp_path):
+    pool = write_flat_pool(tmp_path, [TreeResult(nodes=(), embeddings=np.zeros((0, 4), dtype=np.float32))])
+    assert len(pool) == 0 and pool.embeddings.shape == (0, 4)
+    assert (tmp_path / "embeddings.npy").read_bytes() == _npy_bytes(np.zeros((0, 4), dtype=np.float32))
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
 
 
 def test_pool_round_trip(tmp_path):

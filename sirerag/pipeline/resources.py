@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from sirerag.core.io.mapped import drop_pages
 from sirerag.pipeline.plan import StageHook
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,12 @@ class MemoryMeter:
         self._lock = threading.Lock()
         self._current: str | None = None
         self._stop = threading.Event()
+        self._mapped: list[Any] = []
+
+    def track(self, array: Any) -> None:
+        """Count a memory-mapped array (:func:`~sirerag.core.io.mapped.map_npy`) among what a stage's end hands
+        back: the pages of it that the stage read leave the resident size (the next read gets them from the file)."""
+        self._mapped.append(array)
 
     def sample(self) -> None:
         """Read the resident size now and count it for the running stage."""
@@ -97,6 +104,8 @@ class MemoryMeter:
                 with self._lock:
                     self._current = None
             if event == "end":
+                for array in self._mapped:
+                    drop_pages(array)
                 release_freed_memory()
             if inner is not None:
                 inner(stage, event, seconds)

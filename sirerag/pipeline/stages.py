@@ -18,6 +18,7 @@ from sirerag.core.config import BuildConfig
 from sirerag.core.errors import SireragError
 from sirerag.core.io import write_manifest
 from sirerag.core.io.manifest import Manifest
+from sirerag.core.io.mapped import map_npy
 from sirerag.pool.bm25 import save_bm25
 from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import Stage
@@ -49,7 +50,13 @@ class IndexWriter:
     def write_pool(self, pool: Pool) -> None:
         """Write the pool's entries and embeddings; record its component and counts."""
         save_pool(self.out, pool)
+        self.wrote_pool(pool)
+
+    def wrote_pool(self, pool: Pool) -> None:
+        """Keep the pool whose files are written (its vectors mapped from them where it can) for the later
+        stages; record its component and counts."""
         self.retrieval_pool = pool
+        self.meter.track(pool.embeddings)
         self.components["pool"] = {"type": "pool", "entries": ENTRIES, "embeddings": EMBEDDINGS}
         self.counts["pool"] = {"entries": len(pool), "by_tree_kind_level": pool.counts()}
 
@@ -106,8 +113,10 @@ class IndexWriter:
         """Keep and write the proposition rows (``propositions.npy``, aligned with ``propositions.jsonl``)."""
         from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, save_proposition_vectors
 
-        self.proposition_vectors = rows
         save_proposition_vectors(self.out, rows)
+        # the later stages read the rows from the file: memory-mapped, they need not all stay in memory
+        self.proposition_vectors = map_npy(self.out / PROPOSITION_VECTORS, index=self.out)
+        self.meter.track(self.proposition_vectors)
         self.components["proposition_vectors"] = {"type": "proposition_vectors", "path": PROPOSITION_VECTORS,
                                                   "rows": int(rows.shape[0]),
                                                   "embedder": self.models.short_text_embedder().spec}
@@ -163,6 +172,7 @@ class BuildRunner(IndexWriter):
                                      tree=config.tree, random_state=config.seed, show_progress=self.show_progress)
         self.trees["similarity"] = tree
         self.counts["similarity_tree"] = tree.stats.to_dict()
+        self.leaf_embeddings = None  # the tree's matrix holds a copy of them (the pool takes them from it)
 
     def extraction(self, stage: Stage) -> None:
         from sirerag.extraction import extract
@@ -188,12 +198,15 @@ class BuildRunner(IndexWriter):
         self.counts["relatedness_tree"] = tree.stats.to_dict()
 
     def pool(self, stage: Stage) -> None:
-        from sirerag.pool.store import flatten
+        from sirerag.pool.store import write_flat_pool
         from sirerag.trees.similarity import leaves_from_chunks
 
-        assert self.leaf_embeddings is not None, "embed_leaves runs before pool"
-        trees = [self.trees.get("similarity") or leaves_from_chunks(self.chunks, self.leaf_embeddings)]
-        self.write_pool(flatten(trees + [self.trees[t] for t in ("relatedness",) if t in self.trees]))
+        leaves = self.trees.get("similarity")
+        if leaves is None:  # no similarity tree: the pool's leaves are the chunks and their vectors
+            assert self.leaf_embeddings is not None, "embed_leaves runs before pool"
+            leaves = leaves_from_chunks(self.chunks, self.leaf_embeddings)
+        trees = [leaves]
+        self.wrote_pool(write_flat_pool(self.out, trees + [self.trees[t] for t in ("relatedness",) if t in self.trees]))
         # the pool holds every node and row now: the trees' own copies are not kept for the later stages
         self.trees.clear()
         self.leaf_embeddings = None

@@ -46,7 +46,7 @@ from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.stages import IndexWriter
 from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
 from sirerag.pool.current import check_current
-from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, flatten, save_records
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, save_records, write_flat_pool
 from sirerag.pool.loaded import LoadedIndex, load_index
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document
@@ -265,8 +265,9 @@ class IncrementalRunner(IndexWriter):
             self.trees.similarity(self.chunks)
         empty = np.zeros((0, self.old.pool.embeddings.shape[1]), dtype=np.float32)
         rows = self.vectors
-        self.write_pool(flatten([TreeResult(nodes=tuple(nodes), embeddings=np.vstack([rows[n.id] for n in nodes])
-                                            if nodes else empty) for nodes in self.trees.pool_order()]))
+        self.wrote_pool(write_flat_pool(self.out, [
+            TreeResult(nodes=tuple(nodes), embeddings=np.vstack([rows[n.id] for n in nodes]) if nodes else empty)
+            for nodes in self.trees.pool_order()]))
         if self.components.pop("colbert", None) is not None:
             logger.warning("%s: the ColBERT index no longer matches the pool and was dropped; run sirerag index "
                            "again to rebuild it", self.old.path)

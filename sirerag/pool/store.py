@@ -17,6 +17,7 @@ import numpy as np
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import damaged, load_npy, read_manifest, save_npy, write_jsonl
 from sirerag.core.io.files import loads_index_json
+from sirerag.core.io.mapped import map_npy, npy_writer
 from sirerag.core.io.manifest import Component, Manifest, check_sample, refresh_files, rewrite_manifest, sha256_matches
 from sirerag.pool.entries import LazyEntries, map_file
 from sirerag.trees.base import TreeResult
@@ -33,25 +34,58 @@ PROPOSITIONS = "propositions.jsonl"
 
 def flatten(trees: Sequence[TreeResult]) -> Pool:
     """Flatten trees into one pool, in order; a node id seen twice is kept once."""
-    entries: list[Node] = []
-    rows: list[np.ndarray] = []
-    seen: set[str] = set()
-    for tree in trees:
-        for node, row in zip(tree.nodes, tree.embeddings):
-            if node.id in seen:
-                continue
-            seen.add(node.id)
-            entries.append(node)
-            rows.append(row)
-    dim = trees[0].embeddings.shape[1] if trees and trees[0].embeddings.ndim == 2 else 0
-    matrix = np.vstack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
+    kept = _kept_rows(trees)
+    entries = [tree.nodes[i] for tree, rows in zip(trees, kept) for i in rows]
+    matrix = np.vstack([np.asarray(tree.embeddings)[rows] for tree, rows in zip(trees, kept) if rows]
+                       ).astype(np.float32) if entries else np.zeros((0, _dim(trees)), dtype=np.float32)
     return Pool(entries=tuple(entries), embeddings=matrix)
+
+
+def write_flat_pool(directory: str | Path, trees: Sequence[TreeResult]) -> Pool:
+    """Flatten trees (as :func:`flatten`) straight into ``entries.jsonl`` and ``embeddings.npy`` (the same bytes
+    as :func:`save_pool` of the flattened pool): each tree's rows are copied into the memory-mapped file in
+    blocks, never stacked in memory. Returns the pool with its vectors mapped read-only from the file written."""
+    directory = Path(directory)
+    kept = _kept_rows(trees)
+    entries = tuple(tree.nodes[i] for tree, rows in zip(trees, kept) for i in rows)
+    write_jsonl(directory / ENTRIES, (e.to_dict() for e in entries))
+    with npy_writer(directory / EMBEDDINGS, (len(entries), _dim(trees)), np.float32) as matrix:
+        start = 0
+        for tree, rows in zip(trees, kept):
+            for block in range(0, len(rows), _BLOCK_ROWS):
+                taken = rows[block:block + _BLOCK_ROWS]
+                matrix[start:start + len(taken)] = np.asarray(tree.embeddings)[taken]
+                start += len(taken)
+        del matrix
+    return Pool(entries=entries, embeddings=map_npy(directory / EMBEDDINGS, index=directory))
+
+
+#: Rows copied at a time by :func:`write_flat_pool` (6 MiB of 384-d float32).
+_BLOCK_ROWS = 4096
+
+
+def _kept_rows(trees: Sequence[TreeResult]) -> list[list[int]]:
+    """Per tree, the rows the pool keeps: every node whose id no earlier node had."""
+    seen: set[str] = set()
+    kept: list[list[int]] = []
+    for tree in trees:
+        rows = []
+        for i, node in enumerate(tree.nodes):
+            if node.id not in seen:
+                seen.add(node.id)
+                rows.append(i)
+        kept.append(rows)
+    return kept
+
+
+def _dim(trees: Sequence[TreeResult]) -> int:
+    return int(trees[0].embeddings.shape[1]) if trees and trees[0].embeddings.ndim == 2 else 0
 
 
 def save_pool(directory: str | Path, pool: Pool) -> None:
     directory = Path(directory)
     write_jsonl(directory / ENTRIES, (e.to_dict() for e in pool.entries))
-    save_npy(directory / EMBEDDINGS, pool.embeddings.astype(np.float32))
+    save_npy(directory / EMBEDDINGS, np.asarray(pool.embeddings, dtype=np.float32))  # no copy of float32 rows
 
 
 def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:

@@ -1,0 +1,76 @@
+"""Arrays written in blocks and read back memory-mapped: the bytes ``np.save`` writes, read-only maps, damaged
+files named, and pages handed back."""
+from __future__ import annotations
+
+import io
+import sys
+
+import numpy as np
+import pytest
+
+from sirerag.core.errors import IndexFormatError
+from sirerag.core.io.mapped import drop_pages, map_npy, npy_writer
+from sirerag.pipeline.resources import rss_mib
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("shape, dtype", [((7, 3), np.float32), ((0, 384), np.float32), ((5,), np.int64)])
+def test_a_written_array_has_the_bytes_of_np_save_and_maps_back(tmp_path, shape, dtype) -> None:
+    array = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    with npy_writer(tmp_path / "a.npy", shape, dtype) as out:
+        out[:] = array
+    assert (tmp_path / "a.npy").read_bytes() == _npy_bytes(array)
+    mapped = map_npy(tmp_path / "a.npy")
+    assert mapped.dtype == np.dtype(dtype) and not mapped.flags.writeable
+    np.testing.assert_array_equal(mapped, array)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.npy"]  # the temporary file was renamed
+
+
+def test_a_block_that_raises_leaves_no_file(tmp_path) -> None:
+    with pytest.raises(RuntimeError, match="stop"):
+        with npy_writer(tmp_path / "a.npy", (4, 2)) as out:
+            out[:2] = 1.0
+            raise RuntimeError("stop")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_object_arrays_are_refused(tmp_path) -> None:
+    with pytest.raises(TypeError, match="would need pickle"):
+        with npy_writer(tmp_path / "a.npy", (2,), object):
+            pass
+    np.save(tmp_path / "o.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(IndexFormatError, match=r"o\.npy.*Python objects"):
+        map_npy(tmp_path / "o.npy")
+
+
+def test_missing_and_short_files_are_named(tmp_path) -> None:
+    with pytest.raises(IndexFormatError, match=r"missing\.npy: array file is missing"):
+        map_npy(tmp_path / "missing.npy")
+    (tmp_path / "short.npy").write_bytes(_npy_bytes(np.zeros((100, 4), dtype=np.float32))[:-16])
+    with pytest.raises(IndexFormatError, match=r"short\.npy: damaged array file: .*the header says"):
+        map_npy(tmp_path / "short.npy")
+    (tmp_path / "junk.npy").write_bytes(b"not an array")
+    with pytest.raises(IndexFormatError, match=r"junk\.npy: damaged array file"):
+        map_npy(tmp_path / "junk.npy")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident size is read from /proc")
+def test_dropped_pages_leave_the_resident_size_and_read_again(tmp_path) -> None:
+    rows = np.ones((32 * 1024, 1024), dtype=np.float32)  # 128 MiB
+    with npy_writer(tmp_path / "big.npy", rows.shape) as out:
+        out[:] = rows
+    del rows, out
+    mapped = map_npy(tmp_path / "big.npy")
+    before = rss_mib()
+    assert float(mapped[:, 0].sum()) == 32 * 1024  # every page read
+    read = rss_mib()
+    drop_pages(mapped[1:])  # a view hands back its whole file's pages
+    dropped = rss_mib()
+    assert read - before > 64 and read - dropped > 64
+    assert float(mapped[:, -1].sum()) == 32 * 1024  # still readable
+    drop_pages(np.ones(4))  # an array in memory: nothing
