@@ -22,4 +22,6 @@ fi
 # spinning fights for the cores: measured on 2 shared cores (load average 3.5), a SmolLM2 prefill took 3.8 s
 # and 64 generated tokens 40 s with the default policy, 2.0 s and 6.0 s with PASSIVE. Set it to override.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-$PY -m pytest -ra "$@"
+# two worker processes (pytest-xdist): a module's tests stay in one worker, and so do the llama.cpp server's
+# tests and the Ray tests (tests/conftest.py); SIRERAG_TEST_WORKERS=0 runs everything in this process
+$PY -m pytest -ra -n "${SIRERAG_TEST_WORKERS:-2}" --dist loadgroup "$@"

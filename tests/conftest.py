@@ -68,7 +68,18 @@ def data_leaves(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    """A test that needs the llama.cpp server is slow too, so the quick tier (``-m "not slow"``) never starts one."""
+    """A test that needs the llama.cpp server is slow too, so the quick tier (``-m "not slow"``) never starts one.
+
+    Run in worker processes (pytest-xdist, ``-n 2 --dist loadgroup``, as ``scripts/test.sh`` does), a module's
+    tests stay together in one worker (its module-scoped builds are made once), and so do all the tests of the
+    one llama.cpp server (it is restarted when gone), and all the Ray tests (one Ray instance at a time;
+    a Ray test that also uses the server stays with the Ray tests)."""
+    parallel = config.pluginmanager.hasplugin("xdist")
     for item in items:
-        if item.get_closest_marker("server") is not None and item.get_closest_marker("slow") is None:
+        server = item.get_closest_marker("server") is not None
+        if server and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.slow)
+        if parallel:
+            module = item.module.__name__ if item.module is not None else item.nodeid.split("::")[0]
+            group = "ray" if "ray" in module.rsplit(".", 1)[-1] else "llama-server" if server else module
+            item.add_marker(pytest.mark.xdist_group(group))
