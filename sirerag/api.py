@@ -140,7 +140,7 @@ class Index:
             k: how many entries.
             retriever: ``dense``, ``bm25``, ``colbert``, ``ppr`` or a fusion such as ``dense+bm25`` (None: ppr
                 when the index has a graph, else dense).
-            **options: retriever and pool-rule options (``pool_rule="native"``, ``leaf_share=0.8``, ``linking``...).
+            **options: retriever and pool-rule options (``pool_rule="native"``, ``leaf_share=0.7``, ``linking``...).
 
         Raises:
             TypeError: a query that is not a str, a retriever that is not a name.

@@ -12,7 +12,7 @@ Two modes, as compared in HippoRAG 2 (section 3.3, appendix G.1):
   are kept. An optional recognition filter removes irrelevant facts first.
 
 Either mode may add passage seeds: every passage node gets its min-max normalised
-dense score times ``passage_weight`` (HippoRAG 2: 0.05).
+dense score times ``passage_weight`` (HippoRAG 2 uses the value PPRSettings keeps as its default).
 """
 from __future__ import annotations
 
