@@ -7,7 +7,7 @@ from typing import Sequence
 from sirerag.core.errors import check
 from sirerag.core.io import read_json
 from sirerag.retrievers._colbert_client import WorkerClient
-from sirerag.retrievers.base import Hit, check_query
+from sirerag.retrievers.base import Hit, SearchOne, check_query
 
 SEARCH_TIMEOUT = 600.0
 COLLECTION = "collection.tsv"
@@ -15,7 +15,7 @@ ENTRY_IDS = "entry_ids.json"
 PLAID = "plaid"
 
 
-class ColBERTRetriever:
+class ColBERTRetriever(SearchOne):
     """Searches a built ColBERT index; hits carry pool entry ids and ColBERT (MaxSim) scores.
 
     The colbert-ai worker starts on the first search and stays up until :meth:`close`
@@ -54,9 +54,6 @@ class ColBERTRetriever:
                 raise
             self._worker = worker
         return self._worker
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10, *, batch_size: int = 128) -> list[list[Hit]]:
         """Top ``k`` entries per query, best first (fewer when PLAID finds fewer candidates)."""

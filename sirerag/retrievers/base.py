@@ -34,6 +34,16 @@ class Retriever(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+class SearchOne:
+    """``search`` of a retriever as its ``search_many`` over one query (batched retrievers share this)."""
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        raise NotImplementedError
+
+
 class Closing:
     """``close()`` and the context-manager protocol of a retriever: ``with load_retriever(...) as r:``.
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from sirerag.core.errors import ConfigError, IndexFormatError
-from sirerag.retrievers.base import Closing, Hit, check_query
+from sirerag.retrievers.base import Closing, Hit, SearchOne, check_query
 
 if TYPE_CHECKING:
     from sirerag.pool.loaded import LoadedIndex
@@ -26,7 +26,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     return part[np.lexsort((part, -scores[part]))]
 
 
-class DenseRetriever(Closing):
+class DenseRetriever(SearchOne, Closing):
     """Inner product of L2-normalised embeddings (cosine similarity).
 
     Args:
@@ -56,9 +56,6 @@ class DenseRetriever(Closing):
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """Cosine scores ``(n_queries, n_entries)`` (exact, every row)."""
         return self.embedder.encode_queries(list(queries)) @ self.embeddings.T
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         check_query(queries, batch=True)

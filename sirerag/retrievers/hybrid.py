@@ -16,7 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from sirerag.core.errors import ConfigError, check
-from sirerag.retrievers.base import Closing, Hit, Retriever
+from sirerag.retrievers.base import Closing, Hit, Retriever, SearchOne
 
 if TYPE_CHECKING:
     from sirerag.pool.loaded import LoadedIndex
@@ -63,7 +63,7 @@ def score_fusion(results: Sequence[Sequence[Hit]], *,
 FUSIONS = ("score", "rrf")
 
 
-class FusionRetriever(Closing):
+class FusionRetriever(SearchOne, Closing):
     """Ranks entries by fusing its parts' rankings.
 
     Args:
@@ -91,9 +91,6 @@ class FusionRetriever(Closing):
 
     def owned(self) -> Sequence[Retriever]:
         return self.parts
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         depth = max(k, self.depth)

@@ -17,7 +17,7 @@ import numpy as np
 from sirerag.core.config.keyword_graph import KeywordGraphConfig
 from sirerag.core.errors import ConfigError
 from sirerag.graph.keyword_graph import KeywordGraph, passage_keywords
-from sirerag.retrievers.base import Closing, Hit, check_query
+from sirerag.retrievers.base import Closing, Hit, SearchOne, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class KeywordGraphRetriever(Closing):
+class KeywordGraphRetriever(SearchOne, Closing):
     """Ranks passages through a :class:`~sirerag.graph.keyword_graph.KeywordGraph`.
 
     Args:
@@ -48,9 +48,6 @@ class KeywordGraphRetriever(Closing):
                               f"dim {embeddings.shape[1]}: search with the embedder the index was built with")
         self.embedder, self.ids = embedder, list(ids)
         self.graph = KeywordGraph(embeddings, keywords, config)
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         check_query(queries, batch=True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from sirerag.core.config.retrieval import PoolRule
-from sirerag.retrievers.base import Closing, Hit, Retriever
+from sirerag.retrievers.base import Closing, Hit, Retriever, SearchOne
 from sirerag.core.types import Pool
 
 
@@ -110,7 +110,7 @@ def _lifts(waiting: Sequence[Hit], bar: float, pool: Pool, covered: set[str],
     return out
 
 
-class PoolRanker(Closing):
+class PoolRanker(SearchOne, Closing):
     """Wraps a retriever and rearranges its rankings over a full pool by :func:`arrange`.
 
     Args:
@@ -132,9 +132,6 @@ class PoolRanker(Closing):
         if name == "base":
             raise AttributeError(name)
         return getattr(self.base, name)
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         depth = max(self.depth, 4 * k)

@@ -28,7 +28,7 @@ from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surf
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.graph.query_aids import seed_rows
 from sirerag.graph.surface import uncovered
-from sirerag.retrievers.base import Closing, Hit, check_query
+from sirerag.retrievers.base import Closing, Hit, SearchOne, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.core.types import Pool
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-class PPRRetriever(Closing):
+class PPRRetriever(SearchOne, Closing):
     """Personalized PageRank retriever over a pool and its entity graph.
 
     Args:
@@ -184,9 +184,6 @@ class PPRRetriever(Closing):
                 resets.append(reset_vector(self.graph, s, self.seed_scores(query, row), self.passage_weight))
         mass = self.pagerank.run(np.stack(resets, axis=1)) if resets else None
         return mass, seeds, dense
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_many([query], k)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         check_query(queries, batch=True)
