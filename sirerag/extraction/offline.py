@@ -167,11 +167,12 @@ def offline_extractor(ner: str, corpus: Callable[[], Iterable[str]], *,
     else:
         extractor.fit(corpus())
     if ner.startswith("rules+spacy:"):
-        from sirerag.extraction.spacy_ner import spacy_tagger, union_tagger
+        from sirerag.extraction.spacy_ner import QUANTITY_LABELS, spacy_tagger, union_tagger
 
         model = ner.split(":", 1)[1]
         rules = extractor._tagger
-        extractor._tag = union_tagger(lambda text, hints: rules.tag(text, hints=hints), spacy_tagger(model))
+        extractor._tag = union_tagger(lambda text, hints: rules.tag(text, hints=hints),
+                                       spacy_tagger(model, skipped=QUANTITY_LABELS, names_only=True))
         extractor.spec = f"offline:rules+spacy:{model}"
     return extractor
 

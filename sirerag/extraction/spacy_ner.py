@@ -22,6 +22,10 @@ NON_ENTITY_COMPONENTS = frozenset({"tagger", "parser", "attribute_ruler", "lemma
                                    "morphologizer", "senter"})
 #: labels that are plain numbers, not names
 SKIPPED_LABELS = frozenset({"CARDINAL", "ORDINAL"})
+#: labels of quantities and times: in a union with the rule tagger (which tags years and numbers of its own)
+#: only names are taken from the pipeline
+QUANTITY_LABELS = SKIPPED_LABELS | {"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY"}
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
 
 
 @functools.lru_cache(maxsize=4)
@@ -43,8 +47,12 @@ def _load(model: str) -> Any:
     return nlp
 
 
-def spacy_tagger(model: str) -> Callable[[str, Sequence[str]], tuple[str, ...]]:
+def spacy_tagger(model: str, *, skipped: frozenset[str] = SKIPPED_LABELS,
+                 names_only: bool = False) -> Callable[[str, Sequence[str]], tuple[str, ...]]:
     """A ``(sentence, hints) -> entities`` function backed by the spaCy pipeline ``model``.
+
+    ``skipped``: entity labels left out. ``names_only``: also drop a leading lower-case article
+    ("the American Revolution" → "American Revolution").
 
     Raises:
         MissingExtraError: spaCy is not installed.
@@ -54,7 +62,8 @@ def spacy_tagger(model: str) -> Callable[[str, Sequence[str]], tuple[str, ...]]:
 
     def tag(sentence: str, hints: Sequence[str] = ()) -> tuple[str, ...]:
         doc = nlp(sentence)
-        spans = [(ent.start_char, ent.text) for ent in doc.ents if ent.label_ not in SKIPPED_LABELS]
+        spans = [(ent.start_char, _ARTICLE.sub("", ent.text) if names_only else ent.text)
+                 for ent in doc.ents if ent.label_ not in skipped]
         for hint in hints:
             if hint:
                 spans += [(m.start(), hint) for m in re.finditer(rf"(?<!\w){re.escape(hint)}(?!\w)", sentence)]
