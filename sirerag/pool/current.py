@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from sirerag.core.config.sections import uses_rule_tagger
+
 from sirerag.core.errors import IndexFormatError
 
 if TYPE_CHECKING:
@@ -44,8 +46,7 @@ def missing_parts(index: LoadedIndex, *parts: str, query_aids: Mapping[str, Any]
         if manifest.component("proposition_vectors") is None:
             out.append("no stored proposition vectors")
         if query_aids is not None:
-            rules = not index.manifest.build_config(source=index.path / "manifest.json").extraction.ner.startswith(
-                "spacy:")
+            rules = uses_rule_tagger(index.manifest.build_config(source=index.path / "manifest.json").extraction.ner)
             out += [f"no stored query aid {name}" for name in QUERY_AIDS + (("tagger",) if rules else ())
                     if name not in query_aids]
     if "update" in parts and not manifest.config.recorded("relatedness", "aggregate_vectors"):

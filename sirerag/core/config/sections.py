@@ -124,6 +124,12 @@ class TreeConfig:
         check(self.summary_max_tokens >= 16, "tree.summary_max_tokens", self.summary_max_tokens, "an integer >= 16")
 
 
+def uses_rule_tagger(ner: str) -> bool:
+    """Whether ``extraction.ner`` tags with the rule tagger (alone or in union with spaCy), whose word counts
+    the graph stores for query tagging."""
+    return not ner.startswith("spacy:")
+
+
 @dataclass(frozen=True)
 class ExtractionConfig:
     """How propositions and entities are extracted for the relatedness tree.
@@ -132,7 +138,8 @@ class ExtractionConfig:
     (coreference rewrite + JSON proposition extraction through the LLM) or ``auto`` (the
     default: ``llm`` when an LLM is configured, else ``offline``; resolved by
     :meth:`~sirerag.core.config.BuildConfig.validate`).
-    ``ner``: ``rules`` or ``spacy:MODEL`` for the offline extractor.
+    ``ner``: the offline extractor's entity tagger: ``rules``, ``spacy:MODEL`` (an installed spaCy
+    pipeline or pipeline folder) or ``rules+spacy:MODEL`` (the union of both taggers' entities).
     ``llm``: a separate LLM spec for extraction (e.g. a fine-tuned adapter);
     None uses the build's LLM.
     ``max_attempts``: extraction requests per chunk at most (retries ask more strictly).
@@ -159,8 +166,9 @@ class ExtractionConfig:
         check_types(self, "extraction")
         check(self.extractor in ("auto", "offline", "llm"), "extraction.extractor", self.extractor,
               "one of 'auto', 'offline', 'llm'")
-        check(self.ner == "rules" or (self.ner.startswith("spacy:") and len(self.ner) > 6), "extraction.ner",
-              self.ner, "'rules' or 'spacy:MODEL'")
+        model = self.ner.split("spacy:", 1)[1] if self.ner.startswith(("spacy:", "rules+spacy:")) else ""
+        check(self.ner == "rules" or bool(model.strip()), "extraction.ner", self.ner,
+              "'rules', 'spacy:MODEL' or 'rules+spacy:MODEL'")
         check(self.max_attempts >= 1, "extraction.max_attempts", self.max_attempts, "an integer >= 1")
         for name in ("rewrite_max_tokens", "extract_max_tokens"):
             value = getattr(self, name)
