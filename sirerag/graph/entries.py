@@ -12,7 +12,7 @@ def entry_node_pairs(pool: Pool, passage_index: dict[str, int]) -> np.ndarray:
     """``(2, n)`` int64: every ``(entry row, passage node)`` once, sorted: the passages each entry covers."""
     rows: list[int] = []
     cols: list[int] = []
-    for i, entry in enumerate(pool.entries):
+    for i, entry in enumerate(pool.scan()):
         for passage in entry.passages:
             node = passage_index.get(passage)
             if node is not None:

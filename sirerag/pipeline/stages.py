@@ -57,13 +57,14 @@ class IndexWriter:
         stages; record its component and counts."""
         self.retrieval_pool = pool
         self.meter.track(pool.embeddings)
+        self.meter.track(getattr(pool.entries, "raw", None))  # entries read lazily: the pages a scan read
         self.components["pool"] = {"type": "pool", "entries": ENTRIES, "embeddings": EMBEDDINGS}
         self.counts["pool"] = {"entries": len(pool), "by_tree_kind_level": pool.counts()}
 
     def bm25(self, stage: Stage) -> None:
         """The lexical index, stored so a search only loads it."""
         assert self.retrieval_pool is not None, "the pool stage runs before bm25"
-        self.components["bm25"] = save_bm25(self.out, [e.text for e in self.retrieval_pool.entries])
+        self.components["bm25"] = save_bm25(self.out, (e.text for e in self.retrieval_pool.scan()))
 
     def ann(self, stage: Stage) -> None:
         """The approximate dense index, for a pool of ``dense.ann_min_vectors`` vectors or more; a smaller pool

@@ -113,6 +113,18 @@ class LazyEntries(Sequence[Node]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def stream(self) -> Iterator[Node]:
+        """Every entry in file order, parsed for this pass and not kept (an entry parsed before is reused)."""
+        for row in range(len(self)):
+            node = self._nodes.get(row)
+            yield node if node is not None else self._parse(row)
+
+    @property
+    def raw(self) -> bytes:
+        """The file's bytes as read (memory-mapped: :func:`~sirerag.core.io.mapped.drop_pages` hands back the
+        pages a scan read)."""
+        return self._data
+
     @property
     def parsed(self) -> int:
         """How many entries have been parsed so far."""
