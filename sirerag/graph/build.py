@@ -23,7 +23,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -112,7 +112,7 @@ def names_in_memory(embedder: Any, names: Sequence[str], eligible: np.ndarray) -
 
 def build_graph(
     passages: Sequence[str],
-    propositions: Sequence[Proposition],
+    propositions: Iterable[Proposition],
     *,
     titles: Sequence[str] | None = None,
     title_weight: float = 2.0,
@@ -128,7 +128,7 @@ def build_graph(
 
     Args:
         passages: passage (document) ids in corpus order; every one becomes a node.
-        propositions: propositions with normalised entities and their ``doc_id``.
+        propositions: propositions with normalised entities and their ``doc_id`` (read once).
         titles: the title of each passage's document ("" for none), aligned with
             ``passages``: the title becomes an entity node (or is an alias of the entity
             of the same name) tied to the passage with weight ``title_weight``.

@@ -18,10 +18,11 @@ The arrays are memory-mapped at load: a search touches only the pages it needs.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -63,10 +64,10 @@ def save_graph(directory: str | Path, graph: EntityGraph, *, names_written: bool
     if not names_written:
         save_npy(directory / ENTITY_EMBEDDINGS, np.asarray(graph.entity_embeddings, dtype=np.float32))
     save_npy(directory / "fact_embeddings.npy", np.asarray(graph.fact_embeddings, dtype=np.float32))
-    nodes = [{"kind": "entity", "name": name, "passages": int(c)}
-             for name, c in zip(graph.entities, graph.entity_passages)]
-    nodes += [{"kind": "passage", "name": pid} for pid in graph.passages]
-    write_jsonl(directory / _NODES, nodes)
+    write_jsonl(directory / _NODES, itertools.chain(  # a line at a time: no list of every node's record
+        ({"kind": "entity", "name": name, "passages": int(c)}
+         for name, c in zip(graph.entities, graph.entity_passages)),
+        ({"kind": "passage", "name": pid} for pid in graph.passages)))
     write_json(directory / _NAMES, [*graph.entities, *graph.passages])
     save_npy(directory / _COUNTS, np.asarray(graph.entity_passages, dtype=np.int64))
     write_jsonl(directory / _FACTS, ({"id": f.id, "text": f.text, "passage": f.passage,
@@ -178,15 +179,15 @@ def load_name_embedder(meta: GraphMeta) -> Any | None:
     return load_static_for(meta.name_embedder)
 
 
-def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Sequence[Proposition], *,
+def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Iterable[Proposition], *,
                          embedder: Any, config: Any, pool: Pool | None = None,
-                         chunk_texts: Sequence[str] | None = None, ner: str = "rules") -> dict[str, Any]:
+                         chunk_texts: Iterable[str] | None = None, ner: str = "rules") -> dict[str, Any]:
     """Build the entity graph of an index and write it to ``<out>/graph``.
 
     Args:
         out: the index directory.
         documents: the corpus; each document is a passage node.
-        propositions: the build's propositions (offline or LLM extractor alike).
+        propositions: the build's propositions (offline or LLM extractor alike), read once.
         embedder: the index embedder (entity and fact embeddings, synonym edges).
         config: a :class:`sirerag.core.config.GraphConfig`.
         pool, chunk_texts, ner: the index's pool, its chunk texts and ``extraction.ner``: with them the
