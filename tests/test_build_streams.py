@@ -111,6 +111,16 @@ def test_the_written_pool_is_read_back_lazily_and_scanned_without_keeping_entrie
     assert (tmp_path / "again" / ENTRIES).read_bytes() == bytes(map_file(tmp_path / ENTRIES))
 
 
+def test_a_scan_that_hands_back_its_pages_as_it_goes_reads_every_entry(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("sirerag.pool.entries._RELEASE_BYTES", 1)  # hand back after every entry
+    trees = [_tree("c", 3000)]
+    pool = write_flat_pool(tmp_path, trees)
+    assert len(bytes(map_file(tmp_path / ENTRIES))) > 4 * 4096  # several pages
+    for _ in range(2):  # the pages handed back are read again from the file
+        assert [e.id for e in pool.scan()] == [n.id for n in trees[0].nodes]
+    assert pool.get("c2999").text == "text c 2999"
+
+
 def test_bm25_over_a_stream_of_texts_is_bm25_over_their_list(tmp_path) -> None:
     texts = ["the red fox", "a red car and a fox", "blue sky", ""]
     save_lexical_index(build_lexical_index(texts), tmp_path / "list")

@@ -165,9 +165,9 @@ def build_graph(
     np.add.at(counts, linked.rows[~np.isin(linked.keys(n), contains.keys(n))], 1)  # a title its passage names
     seconds["structure"] = time.perf_counter() - start
     dim = int(embedder.dim) if embedder is not None else 0
-    ent_emb = np.zeros((n_e, dim), dtype=np.float32)
     fact_emb = np.zeros((len(facts) if embed_facts else 0, dim), dtype=np.float32)
     syn = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    ent_emb = np.zeros((0 if embedder is not None and n_e else n_e, dim), dtype=np.float32)  # replaced below
     if embedder is not None and n_e:
         start = time.perf_counter()
         eligible = np.array([alnum_count(e) >= MIN_SYNONYM_CHARS for e in entities], dtype=bool)
