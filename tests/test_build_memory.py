@@ -1,6 +1,7 @@
 """The build's memory-bounded writers change no byte: a build whose pool is written in blocks from the trees and
-whose vectors are read back memory-mapped writes the same index files as one that stacks the pool in memory and
-keeps every vector (what the build did before)."""
+read back lazily, whose vectors are read back memory-mapped and whose graph writes its entity-name vectors in
+slices writes the same index files as one that stacks the pool in memory, keeps its entries and every vector and
+embeds the names in one call (what the build did before)."""
 from __future__ import annotations
 
 import hashlib
@@ -36,6 +37,18 @@ def _in_memory_vectors(self: IndexWriter, rows: np.ndarray) -> None:
                                               "embedder": self.models.short_text_embedder().spec}
 
 
+class _NamesInMemory:
+    """The graph's names embedded in one call and held in memory; ``save_graph`` writes their file."""
+
+    def __init__(self, directory: Path) -> None:
+        self.written = False
+
+    def __call__(self, embedder, names, eligible):  # noqa: ANN001, ANN204
+        from sirerag.graph.build import names_in_memory
+
+        return names_in_memory(embedder, names, eligible)
+
+
 def _digests(index: Path) -> dict[str, str]:
     return {str(p.relative_to(index)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(index.rglob("*")) if p.is_file() and "cache" not in p.relative_to(index).parts}
@@ -50,6 +63,7 @@ def test_the_streamed_build_writes_the_files_of_the_in_memory_build(tmp_path, mo
     with monkeypatch.context() as patch:
         patch.setattr(BuildRunner, "pool", _in_memory_pool)
         patch.setattr(IndexWriter, "write_proposition_vectors", _in_memory_vectors)
+        patch.setattr("sirerag.graph.store.NameVectorWriter", _NamesInMemory)
         build_index(corpus, tmp_path / "in-memory", config, cache_dir=cache, show_progress=False)
     streamed, in_memory = _digests(tmp_path / "streamed"), _digests(tmp_path / "in-memory")
     assert {"entries.jsonl", "embeddings.npy", "propositions.npy", "graph/entity_embeddings.npy"} <= set(streamed)

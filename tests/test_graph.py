@@ -49,9 +49,9 @@ class TableEmbedder:
 def test_structural_edges_exact():
     entities, cooc, contains, counts, facts = structural_edges(PASSAGES, PROPS)
     assert entities == ["Alice", "Bob", "Paris", "Carol"]
-    assert cooc == {(0, 1): 2.0, (0, 2): 1.0, (1, 2): 1.0, (1, 3): 1.0}
+    assert cooc.as_dict() == {(0, 1): 2.0, (0, 2): 1.0, (1, 2): 1.0, (1, 3): 1.0}
     e = len(entities)  # passage nodes follow the entities
-    assert contains == {(0, e + 0): 1.0, (1, e + 0): 1.0, (2, e + 0): 1.0, (1, e + 1): 1.0, (3, e + 1): 1.0}
+    assert contains.as_dict() == {(0, e + 0): 1.0, (1, e + 0): 1.0, (2, e + 0): 1.0, (1, e + 1): 1.0, (3, e + 1): 1.0}
     assert counts.tolist() == [1, 2, 1, 1]  # Bob is in p1 and p2
     assert [f.id for f in facts] == ["f0", "f1", "f2", "f3"]  # f4 has no entity
     assert facts[3].entities == (3,)

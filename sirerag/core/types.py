@@ -11,7 +11,7 @@ import functools
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal, Mapping, Sequence, get_args
+from typing import Any, Iterator, Literal, Mapping, Sequence, get_args
 
 import numpy as np
 
@@ -233,11 +233,20 @@ class Pool:
         """The leaf entries of ``passage`` (the chunks of that document), in pool order."""
         return tuple(self.entries[row] for row in self._leaves.get(passage, ()))
 
+    def scan(self) -> Iterator[Node]:
+        """Every entry once, in pool order; a pool read lazily parses each and does not keep it (for a stage
+        that reads every entry once: the build's BM25, counts and graph aids)."""
+        stream = getattr(self.entries, "stream", None)
+        return stream() if stream is not None else iter(self.entries)
+
+    def leaf_passages(self) -> dict[int, tuple[str, ...]]:
+        """The passages of every leaf entry, by row (a pool read lazily scans them without parsing entries)."""
+        read = getattr(self.entries, "leaf_passages", None)
+        return read() if read is not None else {i: e.passages for i, e in enumerate(self.entries) if e.kind == "leaf"}
+
     @functools.cached_property
     def _leaves(self) -> dict[str, tuple[int, ...]]:
-        read = getattr(self.entries, "leaf_passages", None)
-        passages = read() if read is not None else {i: e.passages for i, e in enumerate(self.entries)
-                                                    if e.kind == "leaf"}
+        passages = self.leaf_passages()
         by: dict[str, list[int]] = {}
         for row in sorted(passages):
             for p in passages[row]:
@@ -248,7 +257,7 @@ class Pool:
         """Entries per ``"<tree>/<kind>/level<level>"``, sorted by key (the manifest's and
         ``sirerag stats``' ``by_tree_kind_level``)."""
         by: dict[str, int] = {}
-        for e in self.entries:
+        for e in self.scan():
             key = f"{e.tree}/{e.kind}/level{e.level}"
             by[key] = by.get(key, 0) + 1
         return dict(sorted(by.items()))

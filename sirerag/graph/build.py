@@ -23,27 +23,20 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.errors import check
-from sirerag.extraction.normalize import entity_key, is_entity, normalize_entity
+from sirerag.extraction.normalize import entity_key
+from sirerag.graph.edges import Edges, GraphFact, linked_titles, structural_edges, title_edges
 from sirerag.graph.synonyms import MIN_SYNONYM_CHARS, alnum_count, synonym_edges
 from sirerag.core.types import Proposition
 
+__all__ = ["EntityGraph", "GraphFact", "NameVectors", "build_graph", "names_in_memory", "structural_edges"]
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class GraphFact:
-    """A proposition as the graph sees it: its id, text, passage and entity node indices."""
-
-    id: str
-    text: str
-    passage: str
-    entities: tuple[int, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,94 +98,21 @@ class EntityGraph:
         return [(int(e), self.passages[int(c) - n_e]) for e, c in zip(upper.row[keep], upper.col[keep])]
 
 
-def _entities_of(prop: Proposition) -> list[tuple[str, str]]:
-    """Distinct ``(key, display name)`` of a proposition's entities, in order; names that
-    are not entities after normalisation (empty, pronouns, punctuation) are dropped."""
-    seen: dict[str, str] = {}
-    for name in prop.entities:
-        if is_entity(name):
-            seen.setdefault(entity_key(name), normalize_entity(name))
-    return list(seen.items())
+#: ``(embedder, names, eligible) -> (one row per name, the rows of the eligible names)``: how the entity names
+#: are embedded (:func:`names_in_memory`; a build writes them to their file in slices,
+#: :func:`sirerag.graph.name_vectors.name_vector_writer`)
+NameVectors = Callable[[Any, Sequence[str], np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-def structural_edges(
-    passages: Sequence[str], propositions: Iterable[Proposition]
-) -> tuple[list[str], dict[tuple[int, int], float], dict[tuple[int, int], float], np.ndarray, list[GraphFact]]:
-    """Entity table, co-occurrence and contains edges of the propositions.
-
-    Returns:
-        ``(entities, cooccurrence, contains, entity_passages, facts)``: entity display
-        names in order of first mention (one node per :func:`entity_key`); co-occurrence weights keyed ``(i, j)`` with ``i < j``
-        (entity nodes); contains edges keyed ``(entity node, passage node)`` with weight
-        1; passage counts per entity; the facts with their entity nodes.
-
-    Raises:
-        ValueError: a proposition names a passage that is not in ``passages``.
-    """
-    passage_pos = {pid: i for i, pid in enumerate(passages)}
-    if len(passage_pos) != len(passages):
-        raise ValueError("passages contain duplicate ids")
-    entity_pos: dict[str, int] = {}  # entity key -> node
-    names: list[str] = []  # display form of each entity node (its first mention)
-    cooc: dict[tuple[int, int], float] = {}
-    contains: set[tuple[int, int]] = set()
-    facts: list[GraphFact] = []
-    for prop in propositions:
-        if prop.doc_id not in passage_pos:
-            raise ValueError(f"proposition {prop.id} belongs to passage {prop.doc_id!r}, which is not in the corpus")
-        nodes = []
-        for key, display in _entities_of(prop):
-            if key not in entity_pos:
-                entity_pos[key] = len(entity_pos)
-                names.append(display)
-            nodes.append(entity_pos[key])
-        for a in range(len(nodes)):
-            contains.add((nodes[a], passage_pos[prop.doc_id]))
-            for b in range(a + 1, len(nodes)):
-                pair = (min(nodes[a], nodes[b]), max(nodes[a], nodes[b]))
-                cooc[pair] = cooc.get(pair, 0.0) + 1.0
-        if nodes:
-            facts.append(GraphFact(id=prop.id, text=prop.text, passage=prop.doc_id, entities=tuple(nodes)))
-    n_entities = len(entity_pos)
-    counts = np.zeros(n_entities, dtype=np.int64)
-    for entity, _ in contains:
-        counts[entity] += 1
-    # passage node index = n_entities + position in the corpus
-    contains_edges = {(e, n_entities + p): 1.0 for e, p in sorted(contains)}
-    return names, cooc, contains_edges, counts, facts
-
-
-def title_edges(titles: Sequence[str], entities: list[str], n_passages: int) -> dict[tuple[int, int], float]:
-    """Title node of every passage with a title, as ``{(entity node, passage position): 1}``.
-
-    The title is an alias of the entity of the same key: an existing node is reused,
-    otherwise a node is appended to ``entities`` (in place)."""
-    index = {entity_key(name): i for i, name in enumerate(entities)}
-    edges: dict[tuple[int, int], float] = {}
-    for pos, title in enumerate(titles[:n_passages]):
-        if not title or not is_entity(title):
-            continue
-        key = entity_key(title)
-        if key not in index:
-            index[key] = len(entities)
-            entities.append(normalize_entity(title))
-        edges[(index[key], pos)] = 1.0
-    return edges
-
-
-def linked_titles(titled: dict[tuple[int, int], float], contains: dict[tuple[int, int], float], n_entities: int) -> int:
-    """Passages whose title is an entity that another passage's propositions name: the links PPR follows from a
-    passage found by its title to the next one (many in entity-centric corpora such as Wikipedia paragraphs,
-    none in a folder of files titled by their paths)."""
-    named_in: dict[int, set[int]] = {}
-    for entity, node in contains:
-        named_in.setdefault(entity, set()).add(node - n_entities)
-    return sum(1 for entity, pos in titled if named_in.get(entity, set()) - {pos})
+def names_in_memory(embedder: Any, names: Sequence[str], eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every name's row, in memory, and the rows of the ``eligible`` ones (a copy)."""
+    rows = np.asarray(embedder.encode_documents(list(names)), dtype=np.float32)
+    return rows, rows[np.flatnonzero(eligible)]
 
 
 def build_graph(
     passages: Sequence[str],
-    propositions: Sequence[Proposition],
+    propositions: Iterable[Proposition],
     *,
     titles: Sequence[str] | None = None,
     title_weight: float = 2.0,
@@ -202,12 +122,13 @@ def build_graph(
     synonym_max_neighbors: int = 100,
     block_size: int | None = None,
     name_embedder: Any | None = None,
+    name_vectors: NameVectors | None = None,
 ) -> EntityGraph:
     """Build the entity graph of a corpus.
 
     Args:
         passages: passage (document) ids in corpus order; every one becomes a node.
-        propositions: propositions with normalised entities and their ``doc_id``.
+        propositions: propositions with normalised entities and their ``doc_id`` (read once).
         titles: the title of each passage's document ("" for none), aligned with
             ``passages``: the title becomes an entity node (or is an alias of the entity
             of the same name) tied to the passage with weight ``title_weight``.
@@ -221,6 +142,7 @@ def build_graph(
         block_size: rows per block of the synonym kNN.
         name_embedder: embeds the entity names in place of ``embedder`` (a static embedder,
             ``graph.name_vectors``); the same dimension.
+        name_vectors: how the names' rows are made and held (default :func:`names_in_memory`).
 
     Returns:
         The :class:`EntityGraph`; ``stats["seconds"]`` holds the time of each stage.
@@ -233,44 +155,41 @@ def build_graph(
     start = time.perf_counter()
     entities, cooc, contains, counts, facts = structural_edges(passages, propositions)
     n_mentioned = len(entities)
-    titled = title_edges(list(titles or ()), entities, len(passages)) if title_weight > 0 else {}
+    titled = title_edges(list(titles or ()) if title_weight > 0 else [], entities, len(passages))
     n_e = len(entities)
     n = n_e + len(passages)
     # entity nodes created by titles shift passage nodes: re-key the contains edges
-    contains = {(e, p - n_mentioned + n_e): w for (e, p), w in contains.items()}
-    linked = {(e, n_e + p): float(title_weight) for (e, p), _ in titled.items()}
-    mentioned = set(contains)
+    contains = contains.shifted(n_e - n_mentioned)
+    linked = Edges(titled.rows, titled.cols + n_e, np.full(len(titled), float(title_weight)))
     counts = np.concatenate([counts, np.zeros(n_e - n_mentioned, np.int64)])
-    for edge in linked:
-        if edge not in mentioned:
-            counts[edge[0]] += 1
+    np.add.at(counts, linked.rows[~np.isin(linked.keys(n), contains.keys(n))], 1)  # a title its passage names
     seconds["structure"] = time.perf_counter() - start
     dim = int(embedder.dim) if embedder is not None else 0
-    ent_emb = np.zeros((n_e, dim), dtype=np.float32)
     fact_emb = np.zeros((len(facts) if embed_facts else 0, dim), dtype=np.float32)
     syn = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    ent_emb = np.zeros((0 if embedder is not None and n_e else n_e, dim), dtype=np.float32)  # replaced below
     if embedder is not None and n_e:
         start = time.perf_counter()
-        ent_emb = np.asarray((name_embedder or embedder).encode_documents(entities), dtype=np.float32)
+        eligible = np.array([alnum_count(e) >= MIN_SYNONYM_CHARS for e in entities], dtype=bool)
+        ent_emb, rows = (name_vectors or names_in_memory)(name_embedder or embedder, entities, eligible)
         seconds["embed_entities"] = time.perf_counter() - start
         start = time.perf_counter()
-        eligible = np.array([alnum_count(e) >= MIN_SYNONYM_CHARS for e in entities], dtype=bool)
-        syn = synonym_edges(ent_emb, threshold=synonym_threshold, max_neighbors=synonym_max_neighbors,
-                            eligible=eligible, block_size=block_size)
+        # the kNN over the eligible rows (as synonym_edges(ent_emb, eligible=...) would, without its copy of them)
+        pairs = synonym_edges(rows, threshold=synonym_threshold, max_neighbors=synonym_max_neighbors,
+                              block_size=block_size)
+        del rows
+        where = np.flatnonzero(eligible)
+        syn = (where[pairs[0]], where[pairs[1]], pairs[2])
         seconds["synonyms"] = time.perf_counter() - start
     if embedder is not None and embed_facts and facts:
         start = time.perf_counter()
         fact_emb = np.asarray(embedder.encode_documents([f.text for f in facts]), dtype=np.float32)
         seconds["embed_facts"] = time.perf_counter() - start
     start = time.perf_counter()
-    parts = [(cooc, 1.0), (contains, 1.0), (linked, 1.0)]
-    rows = np.concatenate([np.fromiter((a for a, _ in d), dtype=np.int64, count=len(d)) for d, _ in parts]
-                          + [syn[0]])
-    cols = np.concatenate([np.fromiter((b for _, b in d), dtype=np.int64, count=len(d)) for d, _ in parts]
-                          + [syn[1]])
-    weights = np.concatenate([np.fromiter(d.values(), dtype=np.float64, count=len(d)) for d, _ in parts]
-                             + [syn[2]])
-    upper = sp.coo_matrix((weights, (rows, cols)), shape=(n, n))
+    parts = (cooc, contains, linked)
+    upper = sp.coo_matrix((np.concatenate([p.weights for p in parts] + [syn[2]]),
+                           (np.concatenate([p.rows for p in parts] + [syn[0]]),
+                            np.concatenate([p.cols for p in parts] + [syn[1]]))), shape=(n, n))
     adjacency = (upper + upper.T).tocsr()  # duplicate pairs are summed
     adjacency.sum_duplicates()
     adjacency.sort_indices()

@@ -44,8 +44,8 @@ def seed_rows(pool: Pool, passage_index: dict[str, int]) -> tuple[np.ndarray, np
     """Rows of the pool's leaf entries whose first passage is a graph passage node, and those nodes.
 
     PPR seeds passages from these rows' dense and BM25 scores; the build stores BM25 over their texts."""
-    pairs = [(i, passage_index[e.passages[0]]) for i, e in enumerate(pool.entries)
-             if e.kind == "leaf" and e.passages and e.passages[0] in passage_index]
+    leaves = pool.leaf_passages()  # read without parsing the entries of a pool read lazily
+    pairs = [(i, passage_index[leaves[i][0]]) for i in sorted(leaves) if leaves[i] and leaves[i][0] in passage_index]
     return (np.array([i for i, _ in pairs], dtype=np.int64), np.array([n for _, n in pairs], dtype=np.int64))
 
 
@@ -74,8 +74,9 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
     directory.mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {}
     if pool is not None:
-        rows, _ = seed_rows(pool, passage_index)
-        lexical = build_lexical_index([pool.entries[int(i)].text for i in rows])
+        rows, nodes = seed_rows(pool, passage_index)
+        wanted = set(rows.tolist())  # rows ascend: their texts in one pass over the pool, none kept
+        lexical = build_lexical_index(e.text for i, e in enumerate(pool.scan()) if i in wanted)
         save_lexical_index(lexical, directory / SEEDS_BM25)
         record["seeds_bm25"] = {"path": SEEDS_BM25, "documents": int(rows.size), "rows": rows_key(pool, rows),
                                 **lexical.params}
@@ -83,7 +84,7 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
             from sirerag.graph.entries import entry_node_pairs
 
             save_npy(directory / ENTRY_NODES, entry_node_pairs(pool, passage_index))
-            save_npy(directory / SEED_NODES, np.stack(seed_rows(pool, passage_index)))
+            save_npy(directory / SEED_NODES, np.stack((rows, nodes)))
             record[POOL_NODES] = {"entry_nodes": ENTRY_NODES, "seed_nodes": SEED_NODES, "entries": len(pool),
                                   "entries_sha256": sha256_file(entries)}
     if surface_forms is not None:

@@ -18,10 +18,11 @@ The arrays are memory-mapped at load: a search touches only the pages it needs.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,6 +34,7 @@ from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
 from sirerag.graph.facts import FactTable, save_fact_arrays
 from sirerag.graph.meta import GRAPH_FORMAT, GraphMeta
+from sirerag.graph.name_vectors import ENTITY_EMBEDDINGS, NameVectorWriter
 from sirerag.graph.query_aids import check_aid_paths, save_query_aids
 from sirerag.graph.surface import MIN_FORM_CHARS, surface_forms
 from sirerag.core.io import load_npy, read_json, read_jsonl, save_npy, write_json, write_jsonl
@@ -49,20 +51,24 @@ _NAMES, _COUNTS = "node_names.json", "entity_passages.npy"  # nodes.jsonl's name
 _CSR = ("indptr", "indices", "data")
 
 
-def save_graph(directory: str | Path, graph: EntityGraph, **meta: Any) -> dict[str, Any]:
-    """Write ``graph`` into ``directory`` (created if missing); returns the metadata written."""
+def save_graph(directory: str | Path, graph: EntityGraph, *, names_written: bool = False,
+               **meta: Any) -> dict[str, Any]:
+    """Write ``graph`` into ``directory`` (created if missing); returns the metadata written. With
+    ``names_written`` its ``entity_embeddings.npy`` is there already (:class:`~sirerag.graph.name_vectors.
+    NameVectorWriter` wrote it, and the graph's rows are mapped from it)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     adj = graph.adjacency.tocsr()
     save_npy(directory / "adjacency_indptr.npy", adj.indptr.astype(np.int64))
     save_npy(directory / "adjacency_indices.npy", adj.indices.astype(np.int64))
-    save_npy(directory / "adjacency_data.npy", adj.data.astype(np.float64))
-    save_npy(directory / "entity_embeddings.npy", graph.entity_embeddings.astype(np.float32))
-    save_npy(directory / "fact_embeddings.npy", graph.fact_embeddings.astype(np.float32))
-    nodes = [{"kind": "entity", "name": name, "passages": int(c)}
-             for name, c in zip(graph.entities, graph.entity_passages)]
-    nodes += [{"kind": "passage", "name": pid} for pid in graph.passages]
-    write_jsonl(directory / _NODES, nodes)
+    save_npy(directory / "adjacency_data.npy", np.asarray(adj.data, dtype=np.float64))
+    if not names_written:
+        save_npy(directory / ENTITY_EMBEDDINGS, np.asarray(graph.entity_embeddings, dtype=np.float32))
+    save_npy(directory / "fact_embeddings.npy", np.asarray(graph.fact_embeddings, dtype=np.float32))
+    write_jsonl(directory / _NODES, itertools.chain(  # a line at a time: no list of every node's record
+        ({"kind": "entity", "name": name, "passages": int(c)}
+         for name, c in zip(graph.entities, graph.entity_passages)),
+        ({"kind": "passage", "name": pid} for pid in graph.passages)))
     write_json(directory / _NAMES, [*graph.entities, *graph.passages])
     save_npy(directory / _COUNTS, np.asarray(graph.entity_passages, dtype=np.int64))
     write_jsonl(directory / _FACTS, ({"id": f.id, "text": f.text, "passage": f.passage,
@@ -128,7 +134,7 @@ def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGrap
             or (indices.size and (indices.min() < 0 or indices.max() >= n)):
         raise IndexFormatError(f"{directory}: adjacency arrays do not describe a {n}-node CSR matrix")
     adjacency = sp.csr_matrix((data, indices, indptr), shape=(n, n))
-    ent_emb = load_npy(directory / "entity_embeddings.npy", mmap=True)
+    ent_emb = load_npy(directory / ENTITY_EMBEDDINGS, mmap=True)
     read_facts: Sequence[GraphFact] = ()
     if facts:
         read_facts = FactTable.open(directory, directory / _FACTS, passages, len(entities)) or tuple(
@@ -174,15 +180,15 @@ def load_name_embedder(meta: GraphMeta) -> Any | None:
     return load_static_for(meta.name_embedder)
 
 
-def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Sequence[Proposition], *,
+def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Iterable[Proposition], *,
                          embedder: Any, config: Any, pool: Pool | None = None,
-                         chunk_texts: Sequence[str] | None = None, ner: str = "rules") -> dict[str, Any]:
+                         chunk_texts: Iterable[str] | None = None, ner: str = "rules") -> dict[str, Any]:
     """Build the entity graph of an index and write it to ``<out>/graph``.
 
     Args:
         out: the index directory.
         documents: the corpus; each document is a passage node.
-        propositions: the build's propositions (offline or LLM extractor alike).
+        propositions: the build's propositions (offline or LLM extractor alike), read once.
         embedder: the index embedder (entity and fact embeddings, synonym edges).
         config: a :class:`sirerag.core.config.GraphConfig`.
         pool, chunk_texts, ner: the index's pool, its chunk texts and ``extraction.ner``: with them the
@@ -194,10 +200,12 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
     """
     start = time.perf_counter()
     names = name_embedder(config, embedder)
+    writer = NameVectorWriter(Path(out) / GRAPH_DIR)  # the names' rows straight to their file, in slices
     graph = build_graph([d.id for d in documents], propositions, titles=[d.title for d in documents],
                         title_weight=config.title_weight, embedder=embedder, embed_facts=config.embed_facts,
                         synonym_threshold=config.synonym_threshold,
-                        synonym_max_neighbors=config.synonym_max_neighbors, name_embedder=names)
+                        synonym_max_neighbors=config.synonym_max_neighbors, name_embedder=names,
+                        name_vectors=writer)
     settings = {"title_weight": config.title_weight, "embed_facts": config.embed_facts,
                 "synonym_threshold": config.synonym_threshold,
                 "synonym_max_neighbors": config.synonym_max_neighbors,
@@ -214,8 +222,8 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
     graph.stats.setdefault("seconds", {})["query_aids"] = round(time.perf_counter() - start_save, 3)
     start_save = time.perf_counter()
     extra = {"name_embedder": names.spec} if names is not None else {}
-    meta = save_graph(Path(out) / GRAPH_DIR, graph, embedder=getattr(embedder, "spec", None), settings=settings,
-                      query_aids=aids, **extra)
+    meta = save_graph(Path(out) / GRAPH_DIR, graph, names_written=writer.written,
+                      embedder=getattr(embedder, "spec", None), settings=settings, query_aids=aids, **extra)
     graph.stats.setdefault("seconds", {})["save"] = round(time.perf_counter() - start_save, 3)
     seconds = round(time.perf_counter() - start, 3)
     logger.info("entity graph written to %s in %.1fs", Path(out) / GRAPH_DIR, seconds)

@@ -55,7 +55,7 @@ def synonym_edges(
     idx = np.flatnonzero(mask)
     if idx.size < 2:
         return empty
-    sub = x[idx]
+    sub = x if idx.size == n else x[idx]  # no copy when every row is eligible
     m = sub.shape[0]
     block = block_size or max(1, min(4096, (1 << 24) // m))
     k = min(max_neighbors, m - 1)

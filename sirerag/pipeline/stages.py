@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -23,7 +23,8 @@ from sirerag.pool.bm25 import save_bm25
 from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import Stage
 from sirerag.pipeline.resources import MemoryMeter
-from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS, save_pool, save_records
+from sirerag.pool.store import (CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS, read_records, save_pool,
+                                save_records)
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document, Pool, Proposition
 
@@ -57,13 +58,14 @@ class IndexWriter:
         stages; record its component and counts."""
         self.retrieval_pool = pool
         self.meter.track(pool.embeddings)
+        self.meter.track(getattr(pool.entries, "raw", None))  # entries read lazily: the pages a scan read
         self.components["pool"] = {"type": "pool", "entries": ENTRIES, "embeddings": EMBEDDINGS}
         self.counts["pool"] = {"entries": len(pool), "by_tree_kind_level": pool.counts()}
 
     def bm25(self, stage: Stage) -> None:
         """The lexical index, stored so a search only loads it."""
         assert self.retrieval_pool is not None, "the pool stage runs before bm25"
-        self.components["bm25"] = save_bm25(self.out, [e.text for e in self.retrieval_pool.entries])
+        self.components["bm25"] = save_bm25(self.out, (e.text for e in self.retrieval_pool.scan()))
 
     def ann(self, stage: Stage) -> None:
         """The approximate dense index, for a pool of ``dense.ann_min_vectors`` vectors or more; a smaller pool
@@ -85,8 +87,17 @@ class IndexWriter:
             self.write_proposition_vectors(vectors_for(self.propositions, self.known_proposition_rows(),
                                                        self.models.short_text_embedder()))
         self.components["graph"] = build_and_save_graph(
-            self.out, self.documents, self.propositions, embedder=self.graph_embedder(), config=self.config.graph,
-            pool=self.retrieval_pool, chunk_texts=[c.text for c in self.chunks], ner=self.config.extraction.ner)
+            self.out, self.documents, self.graph_propositions(), embedder=self.graph_embedder(),
+            config=self.config.graph, pool=self.retrieval_pool, chunk_texts=self.chunk_texts(),
+            ner=self.config.extraction.ner)
+
+    def chunk_texts(self) -> Iterable[str]:
+        """The chunks' texts, in order (the graph's rule tagger counts their words)."""
+        return (c.text for c in self.chunks)
+
+    def graph_propositions(self) -> Iterable[Proposition]:
+        """The propositions, in order, for the graph (which reads them once)."""
+        return self.propositions
 
     def known_proposition_rows(self) -> dict[str, np.ndarray]:
         """Rows of propositions embedded before, by proposition id (a build has none; an update, its index's)."""
@@ -97,11 +108,13 @@ class IndexWriter:
         return self.with_proposition_rows(self.models.short_text_embedder())
 
     def with_proposition_rows(self, embedder: Any) -> Any:
-        """``embedder``, answering the texts of embedded propositions from their rows."""
+        """``embedder``, answering the texts of embedded propositions from their rows when the graph embeds its
+        facts (``graph.embed_facts``; without them the table of rows by text, about 1.6 KiB per passage, would
+        serve no text: an entity name that is a whole proposition is embedded as any other name)."""
         from sirerag.pipeline.update_trees import KnownEmbedder
         from sirerag.trees.proposition_vectors import rows_by_text
 
-        if self.proposition_vectors is None:
+        if self.proposition_vectors is None or not self.config.graph.embed_facts:
             return embedder
         rows = rows_by_text(self.propositions, self.proposition_vectors)
         if isinstance(embedder, KnownEmbedder):
@@ -139,6 +152,7 @@ class BuildRunner(IndexWriter):
         self.trees: dict[str, TreeResult] = {}
         self.query_export_record: dict[str, Any] | None = None
         self.extractor: str | None = None
+        self.released: set[str] = set()  # records the pool stage dropped, read back from these files
 
     def load(self, stage: Stage) -> None:
         from sirerag.text.chunking import chunk_documents
@@ -207,9 +221,26 @@ class BuildRunner(IndexWriter):
             leaves = leaves_from_chunks(self.chunks, self.leaf_embeddings)
         trees = [leaves]
         self.wrote_pool(write_flat_pool(self.out, trees + [self.trees[t] for t in ("relatedness",) if t in self.trees]))
-        # the pool holds every node and row now: the trees' own copies are not kept for the later stages
+        # the pool holds every node and row now: the trees' own copies are not kept for the later stages, nor the
+        # chunks, nor (once embedded, and unless the graph embeds its facts from their rows) the propositions: the
+        # graph reads them back from their files, a line at a time
         self.trees.clear()
         self.leaf_embeddings = None
+        self.chunks = []
+        self.released.add(CHUNKS)
+        if self.proposition_vectors is not None and not self.config.graph.embed_facts:
+            self.propositions = []
+            self.released.add(PROPOSITIONS)
+
+    def chunk_texts(self) -> Iterable[str]:
+        if CHUNKS not in self.released:
+            return super().chunk_texts()
+        return (record["text"] for _, record in read_records(self.out, CHUNKS))
+
+    def graph_propositions(self) -> Iterable[Proposition]:
+        if PROPOSITIONS not in self.released:
+            return super().graph_propositions()
+        return (Proposition.from_dict(record) for _, record in read_records(self.out, PROPOSITIONS))
 
     def models_record(self) -> dict[str, Any]:
         """The manifest's record of the models used: embedder, summariser ("none" when no stage

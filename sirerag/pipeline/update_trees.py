@@ -113,7 +113,14 @@ class KnownEmbedder:
         return cls(inner, rows)
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """The rows of ``texts``: the known ones from their rows, the others encoded (and not kept: the graph
+        asks for each name once, and a build's names are not held in memory)."""
         missing = list(dict.fromkeys(t for t in texts if t not in self.rows))
-        if missing:
-            self.rows.update(zip(missing, np.asarray(self.inner.encode_documents(missing), dtype=np.float32)))
-        return np.vstack([self.rows[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
+        encoded = np.asarray(self.inner.encode_documents(missing), dtype=np.float32) if missing else None
+        if encoded is not None and len(missing) == len(texts):  # no text known, none twice: the rows as encoded
+            return encoded
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        at = {text: i for i, text in enumerate(missing)}
+        for i, text in enumerate(texts):
+            out[i] = self.rows[text] if text in self.rows else encoded[at[text]]  # type: ignore[index]
+        return out

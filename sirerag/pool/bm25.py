@@ -13,7 +13,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -69,7 +69,7 @@ class LexicalIndex:
         return np.asarray(self.engine.get_scores(tokens), dtype=np.float32)
 
 
-def build_lexical_index(texts: Sequence[str], *, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
+def build_lexical_index(texts: Iterable[str], *, k1: float = 1.5, b: float = 0.75, method: str = "lucene",
                         stopwords: bool = True) -> LexicalIndex:
     """Index ``texts`` with BM25 (``method`` as in bm25s: ``lucene`` by default, ``robertson``
     = classic Okapi); English stopwords are removed unless ``stopwords=False``.
@@ -85,16 +85,14 @@ def build_lexical_index(texts: Sequence[str], *, k1: float = 1.5, b: float = 0.7
     from bm25s.tokenization import Tokenized
 
     words = english_stopwords() if stopwords else frozenset()
-    docs = [tokenize(t, words) for t in texts]
     # our own vocabulary in order of first appearance: bm25s builds one from a set, whose order (and so the
-    # stored files) changes with the process's hash seed; the same texts must give the same index files
+    # stored files) changes with the process's hash seed; the same texts must give the same index files.
+    # Each text becomes its token ids as it is read: neither the texts nor their token strings are held
     vocab: dict[str, int] = {}
-    for doc in docs:
-        for token in doc:
-            vocab.setdefault(token, len(vocab))
+    ids = [[vocab.setdefault(token, len(vocab)) for token in tokenize(t, words)] for t in texts]
     engine = bm25s.BM25(k1=k1, b=b, method=method)
-    engine.index(Tokenized(ids=[[vocab[t] for t in doc] for doc in docs], vocab=vocab), show_progress=False)
-    return LexicalIndex(engine=engine, stopwords=words, n_docs=len(texts))
+    engine.index(Tokenized(ids=ids, vocab=vocab), show_progress=False)
+    return LexicalIndex(engine=engine, stopwords=words, n_docs=len(ids))
 
 
 def save_lexical_index(lexical: LexicalIndex, directory: str | Path) -> None:
@@ -164,7 +162,7 @@ class StoredScores:
         return scores
 
 
-def save_bm25(out: str | Path, texts: Sequence[str], **params: Any) -> dict[str, Any]:
+def save_bm25(out: str | Path, texts: Iterable[str], **params: Any) -> dict[str, Any]:
     """Build the BM25 index of an index directory's pool texts and store it in ``out/bm25``.
 
     Returns:

@@ -26,6 +26,9 @@ from sirerag.core.io import damaged
 from sirerag.core.io.files import loads_index_json
 from sirerag.core.types import KINDS, TREES, Node
 
+#: :meth:`LazyEntries.stream` hands back the pages it has read every this many bytes
+_RELEASE_BYTES = 1 << 22
+
 _ID = re.compile(rb'\{"id": "([^"\\\n]*)", "text": "')
 _KIND = re.compile(rb', "kind": "([a-z]+)", "tree": "([a-z]+)", "level": ')
 _PASSAGES = re.compile(rb', "passages": (\[[^\]\n]*\]), "entity": ')
@@ -112,6 +115,31 @@ class LazyEntries(Sequence[Node]):
         return len(self) == len(other) and all(a == b for a, b in zip(self, other))
 
     __hash__ = None  # type: ignore[assignment]
+
+    def stream(self) -> Iterator[Node]:
+        """Every entry in file order, parsed for this pass and not kept (an entry parsed before is reused); the
+        pages of the mapped file behind the pass are handed back to the kernel as it goes (clean copies of the
+        file), so a pass over the pool holds a few pages of it, not the whole file."""
+        done = 0  # bytes before this offset are handed back
+        for row in range(len(self)):
+            node = self._nodes.get(row)
+            yield node if node is not None else self._parse(row)
+            if int(self._ends[row]) - done >= _RELEASE_BYTES:
+                done = self._release(done, int(self._ends[row]))
+        self._release(done, len(self._data))
+
+    def _release(self, start: int, stop: int) -> int:
+        """Hand back the whole pages of the mapped file in ``[start, stop)``; returns where the next call starts."""
+        stop = stop - stop % mmap.PAGESIZE
+        if isinstance(self._data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") and stop > start:
+            self._data.madvise(mmap.MADV_DONTNEED, start, stop - start)
+        return max(start, stop)
+
+    @property
+    def raw(self) -> bytes:
+        """The file's bytes as read (memory-mapped: :func:`~sirerag.core.io.mapped.drop_pages` hands back the
+        pages a scan read)."""
+        return self._data
 
     @property
     def parsed(self) -> int:

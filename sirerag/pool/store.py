@@ -44,7 +44,9 @@ def flatten(trees: Sequence[TreeResult]) -> Pool:
 def write_flat_pool(directory: str | Path, trees: Sequence[TreeResult]) -> Pool:
     """Flatten trees (as :func:`flatten`) straight into ``entries.jsonl`` and ``embeddings.npy`` (the same bytes
     as :func:`save_pool` of the flattened pool): each tree's rows are copied into the memory-mapped file in
-    blocks, never stacked in memory. Returns the pool with its vectors mapped read-only from the file written."""
+    blocks, never stacked in memory. Returns the pool read back from the files written: its entries read lazily
+    (:class:`~sirerag.pool.entries.LazyEntries`; :meth:`Pool.scan` parses each without keeping it), its vectors
+    mapped read-only, so the trees' nodes need not outlive this stage."""
     directory = Path(directory)
     kept = _kept_rows(trees)
     entries = tuple(tree.nodes[i] for tree, rows in zip(trees, kept) for i in rows)
@@ -57,7 +59,9 @@ def write_flat_pool(directory: str | Path, trees: Sequence[TreeResult]) -> Pool:
                 matrix[start:start + len(taken)] = np.asarray(tree.embeddings)[taken]
                 start += len(taken)
         del matrix
-    return Pool(entries=entries, embeddings=map_npy(directory / EMBEDDINGS, index=directory))
+    del entries
+    return Pool(entries=LazyEntries(directory / ENTRIES, map_file(directory / ENTRIES), directory),
+                embeddings=map_npy(directory / EMBEDDINGS, index=directory))
 
 
 #: Rows copied at a time by :func:`write_flat_pool` (6 MiB of 384-d float32).
