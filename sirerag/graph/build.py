@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.errors import check
+from sirerag.embedding.base import Embedder
 from sirerag.extraction.normalize import entity_key, is_entity, normalize_entity
 from sirerag.graph.synonyms import MIN_SYNONYM_CHARS, alnum_count, synonym_edges
 from sirerag.core.types import Proposition
@@ -196,12 +197,12 @@ def build_graph(
     *,
     titles: Sequence[str] | None = None,
     title_weight: float = 2.0,
-    embedder: Any | None = None,
+    embedder: Embedder | None = None,
     embed_facts: bool = True,
     synonym_threshold: float = 0.8,
     synonym_max_neighbors: int = 100,
     block_size: int | None = None,
-    name_embedder: Any | None = None,
+    name_embedder: Embedder | None = None,
 ) -> EntityGraph:
     """Build the entity graph of a corpus.
 
