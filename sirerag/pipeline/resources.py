@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sirerag.core.io.mapped import drop_pages
 from sirerag.pipeline.plan import StageHook
 
@@ -72,9 +74,9 @@ class MemoryMeter:
         self._lock = threading.Lock()
         self._current: str | None = None
         self._stop = threading.Event()
-        self._mapped: list[Any] = []
+        self._mapped: list[np.ndarray] = []
 
-    def track(self, array: Any) -> None:
+    def track(self, array: np.ndarray) -> None:
         """Count a memory-mapped array (:func:`~sirerag.core.io.mapped.map_npy`) among what a stage's end hands
         back: the pages of it that the stage read leave the resident size (the next read gets them from the file)."""
         self._mapped.append(array)

@@ -26,6 +26,7 @@ from sirerag.pipeline.resources import MemoryMeter
 from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS, save_pool, save_records
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document, Pool, Proposition
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -92,11 +93,11 @@ class IndexWriter:
         """Rows of propositions embedded before, by proposition id (a build has none; an update, its index's)."""
         return {}
 
-    def graph_embedder(self) -> Any:
+    def graph_embedder(self) -> Embedder:
         """The embedder of the graph's entities and facts; facts reuse the proposition rows."""
         return self.with_proposition_rows(self.models.short_text_embedder())
 
-    def with_proposition_rows(self, embedder: Any) -> Any:
+    def with_proposition_rows(self, embedder: Embedder) -> Embedder:
         """``embedder``, answering the texts of embedded propositions from their rows."""
         from sirerag.pipeline.update_trees import KnownEmbedder
         from sirerag.trees.proposition_vectors import rows_by_text
@@ -121,7 +122,7 @@ class IndexWriter:
                                                   "rows": int(rows.shape[0]),
                                                   "embedder": self.models.short_text_embedder().spec}
 
-    def write_manifest(self, manifest: Manifest | None = None, **content: Any) -> Manifest:
+    def write_manifest(self, manifest: Manifest | None = None, **content: Any) -> Manifest:  # Any: JSON values
         """Close the models' caches, then write the manifest (the last file of a run): ``manifest`` (an
         update's, read back) with the sections of ``content`` and this run's ``resources`` over it."""
         self.models.close()
