@@ -76,7 +76,7 @@ def test_an_option_no_retriever_takes_is_one_line_naming_it(index):
     line naming the option, before any retriever loads; ``ask`` checks them before it opens the reader."""
     loaded = dict(index._retrievers)
     for retriever in (None, "dense+bm25"):
-        with pytest.raises(ConfigError, match=r"^retriever '[a-z+]+' does not take option\(s\) \['colour'\]; "
+        with pytest.raises(ConfigError, match=r"^retriever '[a-z0-9+]+' does not take option\(s\) \['colour'\]; "
                                               r"valid: \[[^\n]*'pool_rule'[^\n]*\]$"):
             index.search("bridge", retriever=retriever, colour="red")
         with pytest.raises(ConfigError, match=r"does not take option\(s\) \['colour'\]"):
