@@ -20,7 +20,7 @@ from sirerag.evaluation.qa import clean_answer, reader_request
 from sirerag.evaluation.retrieval import ContextBuilder
 from sirerag.results import SearchResult, source_label
 from sirerag.retrievers.base import Hit
-from sirerag.core.types import Document, Pool
+from sirerag.core.types import Chunk, Document, Pool
 
 if TYPE_CHECKING:
     from sirerag.llm.base import LLM
@@ -94,7 +94,7 @@ def open_reader(spec: str, config: LLMConfig, *, option: str = "llm", cache_dir:
     return load_llm(spec, config=replace(config, deadline=left), cache_dir=cache_dir)
 
 
-def reading_positions(documents: Sequence[Document], chunks: Sequence[Any]) -> dict[str, tuple[int, int]]:
+def reading_positions(documents: Sequence[Document], chunks: Sequence[Chunk]) -> dict[str, tuple[int, int]]:
     """Leaf entry id (a chunk's id) -> (its document's place in the corpus, its place in the document): the
     keys of ``order="document"``."""
     place = {d.id: i for i, d in enumerate(documents)}

@@ -120,8 +120,9 @@ class Index:
         """The documents the index holds (:class:`~sirerag.core.types.Document`)."""
         return self._loaded.documents()
 
-    # -- searching (**options: Any, as each retriever takes its own, retrievers.options_of; checked on load) --
-    def retriever(self, retriever: str | None = None, **options: Any) -> Retriever:
+    # -- searching: ``**options`` as each retriever takes its own (options_of), names checked before it loads --
+    def retriever(self, retriever: str | None = None,
+                  **options: Any) -> Retriever:  # Any: each retriever's own options (see above)
         """The retriever ``retriever`` with ``options`` (None: the default for this index), loaded once
         and kept until :meth:`close`. Options as :func:`~sirerag.retrievers.load_retriever`."""
         from sirerag.retrievers import load_retriever
@@ -132,7 +133,8 @@ class Index:
                 self._retrievers[key] = load_retriever(retriever, self._loaded, **options)
             return self._retrievers[key]
 
-    def search(self, query: str, k: int = 10, retriever: str | None = None, **options: Any) -> list[SearchResult]:
+    def search(self, query: str, k: int = 10, retriever: str | None = None,
+               **options: Any) -> list[SearchResult]:  # Any: each retriever's own options (see above)
         """The ``k`` best pool entries for ``query``, best first.
 
         Args:
@@ -144,13 +146,14 @@ class Index:
 
         Raises:
             TypeError: a query that is not a str, a retriever that is not a name.
-            InputError: an empty query, or one over ``query.max_chars``. ConfigError: a bad ``k``, retriever or option.
+            InputError: an empty query, or one over ``query.max_chars``. ConfigError: a bad ``k``, retriever
+            or option (an option the retriever does not take is named).
         """
         (query,) = api_checks.queries_argument(query, self.query, batch=False)
         return self.search_many([query], k=k, retriever=retriever, **options)[0]
 
     def search_many(self, queries: Sequence[str], k: int = 10, retriever: str | None = None,
-                    **options: Any) -> list[list[SearchResult]]:
+                    **options: Any) -> list[list[SearchResult]]:  # Any: as search
         """:meth:`search` for many queries in one batch (one list of results per query, in order)."""
         check(isinstance(k, int) and not isinstance(k, bool) and k >= 1, "k", k, "a positive integer")
         queries = api_checks.queries_argument(queries, self.query, batch=True)
@@ -172,7 +175,7 @@ class Index:
     def ask(self, question: str, llm: str | LLM, *, k: int = 10, retriever: str | None = None,
             token_budget: int = DEFAULT_TOKEN_BUDGET, max_tokens: int = DEFAULT_ANSWER_TOKENS,
             cache_dir: str | Path | None = None, llm_config: LLMConfig | None = None, order: str = "rank",
-            **options: Any) -> Answer:
+            **options: Any) -> Answer:  # Any: the retriever's options, as search
         """Answer ``question`` from the ``k`` best entries, read in order up to ``token_budget`` tokens
         with the QA reader's prompt (``sirerag eval --reader``).
 
@@ -203,6 +206,7 @@ class Index:
             from sirerag.core.io.guard import check_cache_dir
 
             cache_dir = check_cache_dir(cache_dir, option="--reader-cache")
+        self.retriever(retriever, **options)  # its options checked (and it loaded) before the reader opens
         reader_config = LLMConfig() if llm_config is None else llm_config
         reader = open_reader(llm, reader_config, cache_dir=cache_dir) if isinstance(llm, str) else llm
         results = self.search(question, k=k, retriever=retriever, **options)

@@ -35,13 +35,14 @@ CorpusArgument = Union[str, "os.PathLike[str]", Sequence[Union[Mapping[str, Any]
 TREES_HINT = "a list of tree names such as ['similarity', 'relatedness'] ([] for the leaves alone)"
 
 
-def check_path(value: Any, name: str) -> None:
+def check_path(value: object, name: str) -> None:
     """Raise :class:`TypeError` unless ``value`` is a path (a ``str`` or an ``os.PathLike``)."""
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a path (str or pathlib.Path), got {type_name(value)}")
 
 
-def corpus_argument(corpus: Any, *, warn_passage_bytes: int = 1_000_000) -> str | Path | list[Document]:
+def corpus_argument(corpus: Any, *,  # Any: what a user gave, checked here (a TypeError names it)
+                    warn_passage_bytes: int = 1_000_000) -> str | Path | list[Document]:
     """``corpus`` as a path, or its documents checked and cleaned (a list of dicts or Documents).
 
     Raises:
@@ -57,7 +58,7 @@ def corpus_argument(corpus: Any, *, warn_passage_bytes: int = 1_000_000) -> str 
     return load_documents(corpus, where="corpus", warn_passage_bytes=warn_passage_bytes)
 
 
-def queries_argument(queries: Any, config: QueryConfig, *, batch: bool) -> list[str]:
+def queries_argument(queries: Any, config: QueryConfig, *, batch: bool) -> list[str]:  # Any: checked here
     """The query (``batch=False``) or queries (a list, a tuple or another iterable of them), cleaned of
     control characters and checked (types, blank, ``config.max_chars``); raises as
     :func:`~sirerag.retrievers.base.check_query`."""
@@ -73,14 +74,14 @@ def queries_argument(queries: Any, config: QueryConfig, *, batch: bool) -> list[
     return out
 
 
-def retriever_argument(retriever: Any) -> None:
+def retriever_argument(retriever: object) -> None:
     """Raise :class:`TypeError` unless ``retriever`` is None or a retriever name."""
     if retriever is not None and not isinstance(retriever, str):
         raise TypeError("retriever must be a retriever name such as 'dense', 'bm25', 'ppr' or 'dense+bm25' "
                         f"(or None for the index's default), got {type_name(retriever)}")
 
 
-def ids_argument(ids: Any) -> list[str]:
+def ids_argument(ids: Any) -> list[str]:  # Any: what a user gave, checked here (a TypeError names it)
     """Document ids to remove: one id or a list of them, each a non-empty ``str``."""
     if isinstance(ids, str):
         ids = [ids]
@@ -98,7 +99,7 @@ def ids_argument(ids: Any) -> list[str]:
     return ids
 
 
-def llm_argument(llm: Any) -> None:
+def llm_argument(llm: object) -> None:
     """Raise unless ``llm`` is an LLM spec of a valid form or a loaded LLM (``.complete`` and ``.spec``)."""
     if isinstance(llm, str):
         from sirerag.llm.factory import parse_spec
@@ -117,7 +118,8 @@ SHORTHANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_config(config: BuildConfig | None = None, **settings: Any) -> BuildConfig:
+def build_config(config: BuildConfig | None = None,
+                 **settings: Any) -> BuildConfig:  # Any: a section as a mapping or its dataclass, checked
     """``config`` (default :class:`BuildConfig`) with ``settings`` applied, validated.
 
     ``settings``: ``trees`` (:data:`TREES_HINT`: a list or tuple of names), ``seed``, any config section as a

@@ -66,8 +66,25 @@ def test_search_many_matches_single_searches_and_checks_its_arguments(index):
         index.search("   ")
     with pytest.raises(ConfigError, match="k must be a positive integer"):
         index.search("bridge", k=0)
-    with pytest.raises(ConfigError, match="does not take option"):
+    with pytest.raises(ConfigError, match=r"^retriever 'bm25' does not take option\(s\) \['linking'\]; "
+                                          r"valid: \[[^\n]*\]$"):
         index.search("bridge", retriever="bm25", linking="ner")
+
+
+def test_an_option_no_retriever_takes_is_one_line_naming_it(index):
+    """``search``'s ``**options`` are checked against the retriever's options (the default one's too), in one
+    line naming the option, before any retriever loads; ``ask`` checks them before it opens the reader."""
+    loaded = dict(index._retrievers)
+    for retriever in (None, "dense+bm25"):
+        with pytest.raises(ConfigError, match=r"^retriever '[a-z0-9+]+' does not take option\(s\) \['colour'\]; "
+                                              r"valid: \[[^\n]*'pool_rule'[^\n]*\]$"):
+            index.search("bridge", retriever=retriever, colour="red")
+        with pytest.raises(ConfigError, match=r"does not take option\(s\) \['colour'\]"):
+            index.search_many(["bridge"], retriever=retriever, colour="red")
+    assert index._retrievers == loaded
+    nobody = "openai:m@http://127.0.0.1:9/v1"  # opening this reader would fail on its endpoint check
+    with pytest.raises(ConfigError, match=r"^retriever 'bm25' does not take option\(s\) \['colour'\]"):
+        index.ask("bridge", nobody, retriever="bm25", colour="red")
 
 
 def test_a_retriever_is_loaded_once_per_name_and_options(index):

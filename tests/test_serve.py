@@ -106,8 +106,8 @@ def test_several_indexes_each_by_name(tmp_path, index_dir):
     ({"query": QUESTION, "k": 11}, 400, "k must be an integer from 1 to 10 (serve.max_k), got 11"),
     ({"queries": ["a", "b", "c"]}, 400, "a batch of 3 queries; give 1 to 2 (serve.max_batch)"),
     ({"queries": []}, 400, "a batch of 0 queries; give 1 to 2 (serve.max_batch)"),
-    ({"query": "x" * 41}, 400, "query has 41 characters; at most 40 (serve.max_query_chars)"),
-    ({"queries": ["ok", "x" * 41]}, 400, "query 2 has 41 characters; at most 40 (serve.max_query_chars)"),
+    ({"query": "x" * 41}, 400, "query is 41 characters long, over the limit of 40 (serve.max_query_chars)"),
+    ({"queries": ["ok", "x" * 41]}, 400, "query 2 is 41 characters long, over the limit of 40 (serve.max_query_chars)"),
     ({"query": "  "}, 400, "query must be a question or keywords, got ' '"),  # on one line, as the CLI prints it
     ({"query": "a", "queries": ["b"]}, 400, "give either query (one) or queries (a batch)"),
     ({"query": QUESTION, "k": "5"}, 400, "k: Input should be a valid integer"),

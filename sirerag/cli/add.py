@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
-from sirerag.cli.common import add_common, add_follow_outside_links, progress_enabled
+from sirerag.cli.common import Subparsers, add_common, add_follow_outside_links, progress_enabled
+
+if TYPE_CHECKING:
+    from sirerag.pipeline.update import UpdateReport
 
 
-def _update_options(p: Any) -> None:
+def _update_options(p: argparse.ArgumentParser) -> None:
     from sirerag.pipeline.changes import DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESHOLD
 
     p.add_argument("--cache", help="cache folder for model calls (default INDEX/cache, as for the build)")
@@ -21,7 +24,7 @@ def _update_options(p: Any) -> None:
     add_common(p)
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("add", help="add documents to an index without rebuilding it",
                        description="Add the documents of CORPUS to an index: new documents are chunked, embedded "
                                    "and placed in the existing trees; only the summaries of clusters that change "
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_report(report: Any) -> None:
+def print_report(report: UpdateReport) -> None:
     """What an add or remove did, in a few lines."""
     c = report.counts
     if not report.changed:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 from sirerag.cli.search import add_retriever_options, retriever_options
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     from sirerag.answers import DEFAULT_ANSWER_TOKENS, DEFAULT_TOKEN_BUDGET
 
     p = sub.add_parser("ask", help="answer a question from an index with an LLM",

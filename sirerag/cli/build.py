@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sirerag.cli.common import add_common, add_follow_outside_links, progress_enabled
+from sirerag.cli.common import Subparsers, add_common, add_follow_outside_links, progress_enabled
 
 TREE_HELP = "comma list from {similarity,relatedness}, or 'none' for a pool of leaves only (default: both)"
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("build", help="build an index from a corpus",
                        description="Build a SiReRAG index directory (manifest.json + entries.jsonl + embeddings.npy).")
     p.add_argument("corpus", help=".jsonl of {id?, title?, text} rows, a .json list of them, or a folder of .txt/.md")

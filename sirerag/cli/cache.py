@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("cache", help="inspect the LLM call cache; export the ONNX query model",
                        description="Inspect the SQLite cache of LLM calls written by builds and evaluations, "
                                    "or export MiniLM to ONNX for fast dense searches.")

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import argparse
 
+#: what a subcommand's ``register(sub)`` takes: the ``add_subparsers()`` action of the ``sirerag`` parser
+Subparsers = argparse._SubParsersAction
+
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     """Options every subcommand accepts after its name."""

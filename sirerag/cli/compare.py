@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("compare", help="compare 'sirerag eval --json' results (table, optional plot)",
                        description="Print the metrics of several eval results side by side; with --plot also "
                                    "overlay their passage recall@k (k = 1..20) and answer recall@T curves.")

@@ -4,12 +4,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 from pathlib import Path
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     from sirerag.datasets import FORMATS, TARGETS
 
     p = sub.add_parser("data", help="convert public datasets (BEIR, MuSiQue, 2Wiki, HotpotQA, HippoRAG)",

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
-from sirerag.cli.common import add_common, progress_enabled
+from sirerag.cli.common import Subparsers, add_common, progress_enabled
 from sirerag.cli.search import add_retriever_options, retriever_options
 
 if TYPE_CHECKING:
+    from sirerag.evaluation.retrieval import Question
     from sirerag.pool.loaded import LoadedIndex
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("eval", help="evaluate retrieval on benchmark questions",
                        description="passage_recall@k, nDCG@10, MRR@10 and answer_recall@T of a retriever over an "
                        "index.")
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _questions(args: argparse.Namespace, index: LoadedIndex) -> list[Any]:
+def _questions(args: argparse.Namespace, index: LoadedIndex) -> list[Question]:
     """``--questions`` or ``--beir``; with ``--beir``, the gold ids must be passages of the index."""
     from sirerag.core.errors import InputError
     from sirerag.evaluation.retrieval import load_beir_questions, load_questions
@@ -101,7 +102,7 @@ def _questions(args: argparse.Namespace, index: LoadedIndex) -> list[Any]:
     return questions
 
 
-def report_missing_gold(questions: Any, index: LoadedIndex) -> dict[str, Any]:
+def report_missing_gold(questions: Sequence[Question], index: LoadedIndex) -> dict[str, Any]:
     """Count (and say) the gold passage ids that are not passages of the index: they can only be misses."""
     known = {pid for entry in index.pool.entries for pid in entry.passages}
     missing = {q.id: [g for g in q.gold_passage_ids if g not in known] for q in questions}

@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 FORMATS_HELP = ("beir: corpus.jsonl (_id, title, text, metadata); colbert: collection.tsv + pid_to_entry.json; "
                 "jsonl: entries.jsonl + embeddings.npy; parquet: entries.parquet with an embedding column "
                 "(needs the 'export' extra)")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("export", help="export the retrieval pool (BEIR, ColBERT, JSONL + embeddings, Parquet)",
                        description="Write an index's retrieval pool in a format other retrievers and vector "
                                    "stores read. Every export also holds documents.jsonl (the source passages) "

@@ -6,12 +6,11 @@ index built here, and says to run this command when there is none.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("index", help="build a retriever's own index over the pool (ColBERT PLAID)",
                        description="Build the ColBERTv2 PLAID index of an index's pool for one checkpoint and "
                                    "record it in the manifest (up-to-date indexes are kept). See docs/export.md.")

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from sirerag.cli.common import add_common, progress_enabled
+from sirerag.cli.common import Subparsers, add_common, progress_enabled
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("inspect", help="write one self-contained HTML report of an index",
                        description="Overview (manifest, Table 3 figures, pool counts), both trees as collapsible "
                                    "hierarchies, aggregates with their propositions, the entity graph around a "

@@ -21,10 +21,11 @@ import os
 import pkgutil
 import sys
 from importlib.metadata import entry_points
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import sirerag
 import sirerag.cli
+from sirerag.cli.common import Subparsers
 from sirerag.cli.numba_cache import configure_numba_cache, configure_onednn_cache
 from sirerag.core.errors import SireragError
 
@@ -34,7 +35,7 @@ COMMANDS_GROUP = "sirerag.commands"
 
 logger = logging.getLogger(__name__)
 
-Register = Callable[[Any], None]
+Register = Callable[[Subparsers], None]
 
 
 def _subcommand_modules() -> list[str]:

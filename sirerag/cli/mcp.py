@@ -7,12 +7,11 @@ index's statistics as the resource ``sirerag://stats``. An MCP client starts it 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("mcp", help="serve an index to agents over MCP (stdio)",
                        description="Serve an index as an MCP server over stdin/stdout: tools search and ask, "
                                    "resource sirerag://stats. A build, add or remove that replaces the index is "

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from sirerag.cli.add import _update_options, print_report
-from sirerag.cli.common import progress_enabled
+from sirerag.cli.common import Subparsers, progress_enabled
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("remove", help="remove documents from an index without rebuilding it",
                        description="Remove documents (their leaves, propositions and aggregate contributions) "
                                    "and write again only the summaries above them. An id that is not in the index "

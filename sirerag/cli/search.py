@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any, NamedTuple
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 RETRIEVER_HELP = ("dense, bm25, colbert, ppr, keyword-graph (over one long document: a book, a story), or a fusion "
                   "such as dense+bm25 (default: ppr when the index has a graph whose titles link passages, else dense)")
@@ -63,7 +63,7 @@ def add_settings_options(p: argparse.ArgumentParser) -> None:
         elif isinstance(f.type, str) and f.type.startswith("bool"):
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = int if f.type.startswith("int") else float
+            kwargs["type"] = int if str(f.type).startswith("int") else float
         (pool if in_pool else ppr).add_argument("--" + name.replace("_", "-"), **kwargs)
 
 
@@ -81,7 +81,7 @@ def retriever_options(args: argparse.Namespace) -> dict[str, Any]:
     return options | {k: v for k, v in graph.items() if v is not None}
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("search", help="search an index", description="Rank the pool entries of an index for a query.")
     p.add_argument("index", help="index directory written by sirerag build")
     p.add_argument("query", nargs="?", help="the query, or '-' to read one query per line from stdin (or --queries)")

@@ -7,12 +7,17 @@ route but ``/health`` asks for it. docs/serve.md describes the routes and the li
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sirerag.core.config.serve import ServeConfig
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     from sirerag.core.config.serve import API_KEY_ENV, ServeConfig
 
     defaults = ServeConfig()
@@ -36,7 +41,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def server_settings(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str | None]:
+def server_settings(args: argparse.Namespace) -> tuple[dict[str, Path], ServeConfig, str | None]:
     """The indexes by name, the :class:`ServeConfig` and the API key of the command's arguments and environment."""
     import os
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("stats", help="print an index's statistics (paper Table 3, pool by tree/kind/level)",
                        description="Chunks, propositions, entities, proposition aggregates, propositions per "
                                    "entity (avg/max/min), pool size by tree, kind and level, extraction "

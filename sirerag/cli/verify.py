@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
-from sirerag.cli.common import add_common
+from sirerag.cli.common import Subparsers, add_common
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("verify", help="check an index's files against its manifest",
                        description="Check the size and sha256 of every file an index's manifest lists, parse "
                                    "every record and check the files against each other. Exit code 1 names "

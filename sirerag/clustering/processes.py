@@ -56,7 +56,7 @@ class ClusterProcesses:
         self._executor: Any = None
         self._failed = False
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future | None:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future | None:  # Any: a picklable function, its arguments
         """Run ``fn(*args)`` in a worker; None when the workers cannot start (then the caller runs it here)."""
         executor = self._start()
         if executor is None:

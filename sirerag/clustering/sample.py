@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from sirerag.clustering.gmm import ClusterStats, best_mixture, soft_memberships
+from sirerag.core.config import ClusteringConfig
 from sirerag.engine import Engine, runs_here
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def assign_block(fit: SampleFit, block: np.ndarray) -> np.ndarray:
         return fit.mixture.predict_proba(reduced)
 
 
-def sample_and_assign(points: np.ndarray, *, global_step: bool, config: Any, random_state: int,
+def sample_and_assign(points: np.ndarray, *, global_step: bool, config: ClusteringConfig, random_state: int,
                       stats: ClusterStats, local_neighbors: int) -> list[np.ndarray]:
     """One clustering step of ``points`` by sample-and-assign; returns the clusters as sorted positions
     (see :func:`~sirerag.clustering.gmm.soft_memberships`).

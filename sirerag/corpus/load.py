@@ -30,7 +30,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from sirerag.core.errors import InputError
 from sirerag.core.io.files import json_type as _json_type
@@ -124,7 +124,7 @@ def load_corpus(path: str | Path, *, warn_passage_bytes: int = 1_000_000,
     return documents
 
 
-def load_documents(items: Iterable[Any], *, where: str = "corpus",
+def load_documents(items: Iterable[Mapping[str, Any] | Document], *, where: str = "corpus",
                    warn_passage_bytes: int = 1_000_000) -> list[Document]:
     """Documents given in Python (``Index.build``/``add``): dicts ``{"id"?, "title"?, "text", "section"?}``
     or :class:`~sirerag.core.types.Document` records, checked and cleaned exactly as the rows of a

@@ -148,7 +148,7 @@ def _check_gold(questions: Sequence[dict[str, Any]], corpus: dict[str, Any]) -> 
             raise AssertionError(f"question {q['id']}: gold passage {missing[0]} is not in the corpus")
 
 
-def records(path: Path) -> Iterator[tuple[str, Any]]:
+def records(path: Path) -> Iterator[tuple[str, Any]]:  # Any: parsed JSON values
     """``(where, record)`` for each record of a ``.json`` list or a ``.jsonl`` file.
 
     ``where`` is ``file:LINE`` for JSONL and ``file: record N`` (0-based) for a JSON list.
@@ -164,7 +164,8 @@ def records(path: Path) -> Iterator[tuple[str, Any]]:
         yield f"{path}: record {i}", obj
 
 
-def field_of(where: str, obj: Any, name: str, kind: type | tuple[type, ...], *, optional: bool = False) -> Any:
+def field_of(where: str, obj: object, name: str, kind: type | tuple[type, ...], *,
+             optional: bool = False) -> Any:  # Any: a JSON value of the kind checked
     """``obj[name]`` checked to be of ``kind``; the error names the place and the field."""
     if not isinstance(obj, dict):
         raise InputError(f"{where}: expected a JSON object, got a JSON {json_type(obj)}")
@@ -179,7 +180,7 @@ def field_of(where: str, obj: Any, name: str, kind: type | tuple[type, ...], *, 
     return value
 
 
-def sentences_context(where: str, obj: Any) -> list[tuple[str, list[str]]]:
+def sentences_context(where: str, obj: object) -> list[tuple[str, list[str]]]:
     """HotpotQA/2Wiki ``context``: a list of ``[title, [sentence, ...]]`` pairs, checked."""
     out = []
     for i, item in enumerate(field_of(where, obj, "context", list)):
@@ -190,7 +191,7 @@ def sentences_context(where: str, obj: Any) -> list[tuple[str, list[str]]]:
     return out
 
 
-def supporting_titles(where: str, obj: Any) -> list[str]:
+def supporting_titles(where: str, obj: object) -> list[str]:
     """Titles named by HotpotQA/2Wiki ``supporting_facts`` (``[[title, sentence index], ...]``), unique, in order."""
     titles: dict[str, None] = {}
     for i, item in enumerate(field_of(where, obj, "supporting_facts", list)):
@@ -200,7 +201,7 @@ def supporting_titles(where: str, obj: Any) -> list[str]:
     return list(titles)
 
 
-def answers_of(where: str, obj: Any, *alias_fields: str) -> list[str]:
+def answers_of(where: str, obj: object, *alias_fields: str) -> list[str]:
     """``answer`` (a string or a list) followed by aliases from ``alias_fields``, without repeats."""
     answer = field_of(where, obj, "answer", (str, list, int, float))
     out = answer_strings(where, "answer", answer if isinstance(answer, list) else [answer])
@@ -209,7 +210,7 @@ def answers_of(where: str, obj: Any, *alias_fields: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def answer_strings(where: str, name: str, values: list[Any]) -> list[str]:
+def answer_strings(where: str, name: str, values: Sequence[object]) -> list[str]:
     """Answers as strings: each item a string or a number; anything else (an object, null, a list) is
     refused with the place, the field and the item."""
     out = []
@@ -244,7 +245,7 @@ def _short(value: Any) -> str:
 
 
 def question_row(collector: Collector, qid: str, question: str, answers: Sequence[str], gold: Sequence[str],
-                 *, source: str, split: str, **extra: Any) -> dict[str, Any]:
+                 *, source: str, split: str, **extra: Any) -> dict[str, Any]:  # Any: JSON values
     """A ``shared/bench`` question row; ``gold_titles`` are the gold passages' (non-empty) titles, unique,
     in order."""
     gold = list(dict.fromkeys(gold))

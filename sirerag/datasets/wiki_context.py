@@ -34,7 +34,7 @@ def convert_files(name: str, separator: str, inputs: Sequence[Path], split: str 
     return collector
 
 
-def add_record(collector: Collector, where: str, obj: Any, *, separator: str, source: str, split: str) -> None:
+def add_record(collector: Collector, where: str, obj: object, *, separator: str, source: str, split: str) -> None:
     """Add one HotpotQA/2Wiki-shaped record (also used for HippoRAG's copies of them)."""
     qid = str(field_of(where, obj, "_id", (str, int)) if isinstance(obj, dict) and "_id" in obj
               else field_of(where, obj, "id", (str, int)))

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sirerag.embedding.backends import SPEC_FORMS, make_embedder, parse_embedder_spec
 from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
+
+if TYPE_CHECKING:
+    from sirerag.engine import Engine
 
 __all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "TokenWindow",
            "l2_normalize", "load_embedder", "load_query_embedder", "load_short_text_embedder", "make_embedder",
@@ -21,7 +24,7 @@ __all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingC
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
-                  show_progress: bool = True, engine: Any = None, precision: str = "float32") -> Embedder:
+                  show_progress: bool = True, engine: Engine | None = None, precision: str = "float32") -> Embedder:
     """Create the embedder named by ``spec``.
 
     Args:

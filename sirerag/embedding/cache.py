@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from sirerag.core.io.sqlite import cache_errors
 from sirerag.embedding.base import Embedder, normalize_in_place
@@ -223,7 +224,7 @@ class CachedEmbedder:
                 bar.update(len(block))
 
 
-def encode_vectors(vectors: Any) -> list[str]:
+def encode_vectors(vectors: npt.ArrayLike) -> list[str]:
     """Float32 rows as base64 text (exact, JSON-ready): one string per row."""
     matrix = np.asarray(vectors, dtype=np.float32)
     return [base64.b64encode(row.tobytes()).decode("ascii") for row in matrix]

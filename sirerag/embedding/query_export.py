@@ -89,8 +89,8 @@ def ensure_minilm_query_export(*, force: bool = False) -> dict[str, Any]:
     return {"backend": "onnxruntime", "key": folder.name, "exported": True, "seconds": seconds}
 
 
-def export_query_model(model: Any, source: str | Path, folder: str | Path, *, source_sha256: str,
-                       spec: str) -> Path:
+def export_query_model(model: Any, source: str | Path, folder: str | Path, *, source_sha256: str,  # Any: a
+                       spec: str) -> Path:  # SentenceTransformer (an optional extra's class)
     """Export the loaded ``SentenceTransformer`` ``model`` (loaded from the folder ``source``)
     into ``folder``, replacing it atomically once the export matches the torch model.
 

@@ -104,7 +104,8 @@ class SentenceTransformerEmbedder:
             ``auto``); with ``bfloat16`` the spec ends in ``#bf16``.
     """
 
-    def __init__(self, model: Any, spec: str, *, batch_size: int = 64, show_progress: bool = True,
+    def __init__(self, model: Any, spec: str, *,  # Any: a SentenceTransformer (an optional extra's class)
+                 batch_size: int = 64, show_progress: bool = True,
                  precision: str = "float32") -> None:
         check(precision in ("float32", "bfloat16"), "precision", precision, "'float32' or 'bfloat16'")
         self.model = model

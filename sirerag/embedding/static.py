@@ -88,7 +88,8 @@ class StaticEmbedder:
         return f"StaticEmbedder(spec={self._spec!r}, dim={self.dim}, folder={str(self.folder)!r})"
 
 
-def distill_static(model: Any, folder: str | Path, *, source: str, source_sha256: str) -> Path:
+def distill_static(model: Any, folder: str | Path, *, source: str,  # Any: a SentenceTransformer (an extra's)
+                   source_sha256: str) -> Path:
     """Distil the loaded ``SentenceTransformer`` ``model`` into a static model in ``folder`` (replaced
     atomically); ``source`` and ``source_sha256`` name its weights in the folder's record.
 

@@ -22,7 +22,7 @@ class Engine(Protocol):
     @property
     def actors(self) -> int: ...
 
-    def map_batches(self, factory: WorkerFactory, batches: Sequence[list[Any]], *,
+    def map_batches(self, factory: WorkerFactory, batches: Sequence[list[Any]], *,  # Any: JSON-ready items
                     label: str) -> Iterator[tuple[int, list[Any]]]:
         """Yield ``(index into batches, results)`` for every batch, in any order, as each
         finishes. Raises :class:`~sirerag.core.errors.SireragError` naming ``label`` when a batch
@@ -38,7 +38,7 @@ class LocalEngine:
     name = "local"
     actors = 1
 
-    def map_batches(self, factory: WorkerFactory, batches: Sequence[list[Any]], *,
+    def map_batches(self, factory: WorkerFactory, batches: Sequence[list[Any]], *,  # Any: JSON-ready items
                     label: str) -> Iterator[tuple[int, list[Any]]]:
         if not batches:
             return

@@ -17,7 +17,7 @@ import logging
 import os
 import socket
 import warnings
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlsplit
 
 from sirerag.core.config import EngineConfig
@@ -83,8 +83,8 @@ class RayEngine:
             logger.info("engine ray: joined the Ray cluster at %s", address)
         self._connected_here = True
 
-    def map_batches(self, factory: Any, batches: Sequence[list[Any]], *,
-                    label: str) -> Iterator[tuple[int, list[Any]]]:
+    def map_batches(self, factory: Callable[[], Callable[[list[Any]], list[Any]]],  # Any: JSON-ready items
+                    batches: Sequence[list[Any]], *, label: str) -> Iterator[tuple[int, list[Any]]]:
         """See :class:`~sirerag.engine.base.Engine`."""
         if not batches:
             return

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from sirerag.core.errors import check
-from sirerag.evaluation.retrieval import ContextBuilder
+from sirerag.evaluation.retrieval import ContextBuilder, Question
 from sirerag.evaluation.text import normalize_answer, overlap_f1
 from sirerag.llm.base import LLM, Completion, LLMCallError, LLMRequest
 from sirerag.llm.prompts import QA_READER
@@ -29,6 +29,7 @@ from sirerag.core.types import Pool
 
 if TYPE_CHECKING:
     from sirerag.pool.loaded import LoadedIndex
+    from sirerag.retrievers.base import Retriever
 
 logger = logging.getLogger(__name__)
 
@@ -134,14 +135,14 @@ class Efficiency:
         return asdict(self)
 
 
-def _field(question: Any, name: str) -> Any:
+def _field(question: Question | Mapping[str, Any], name: str) -> Any:
     return question[name] if isinstance(question, Mapping) else getattr(question, name)
 
 
 def evaluate_reader(
     index: LoadedIndex | Pool,
-    retriever: Any,
-    questions: Sequence[Any],
+    retriever: Retriever,
+    questions: Sequence[Question | Mapping[str, Any]],
     llm: LLM,
     *,
     top_k: int = 20,
@@ -155,8 +156,8 @@ def evaluate_reader(
     Args:
         index: a loaded index (``.pool``) or a :class:`~sirerag.core.types.Pool`.
         retriever: any :class:`~sirerag.retrievers.base.Retriever` over that pool.
-        questions: objects or mappings with ``question``, ``answers`` (gold and aliases)
-            and optionally ``id``.
+        questions: :class:`~sirerag.evaluation.retrieval.Question` records, or mappings with ``question``,
+            ``answers`` (gold and aliases) and optionally ``id``.
         llm: the reader.
         top_k: entries given as context (the paper uses 20); ignored with ``token_budget``.
         token_budget: instead of ``top_k``, entries in rank order up to this many tokens

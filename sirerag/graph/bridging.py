@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,6 +38,10 @@ from sirerag.core.config.retrieval import BridgeSettings
 from sirerag.graph.build import EntityGraph, GraphFact
 from sirerag.graph.facts import FactTable, fact_arrays
 from sirerag.graph.linking import Bridge, Seeds
+
+if TYPE_CHECKING:
+    from sirerag.embedding.base import Embedder
+    from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +237,7 @@ def _title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: 
     return pairs.tocsr(), pairs.T.tocsr()
 
 
-def load_bridge(index: Any, graph: EntityGraph, embedder: Any, aids: dict[str, Any] | None = None, *,
+def load_bridge(index: LoadedIndex, graph: EntityGraph, embedder: Embedder, aids: dict[str, Any] | None = None, *,
                 title_weight: float, synonym_threshold: float) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
     where it has them; facts without a stored vector are embedded now (with a warning). ``title_weight``: the

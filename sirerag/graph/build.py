@@ -29,6 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.errors import check
+from sirerag.embedding.base import Embedder
 from sirerag.extraction.normalize import entity_key
 from sirerag.graph.edges import Edges, GraphFact, linked_titles, structural_edges, title_edges
 from sirerag.graph.synonyms import MIN_SYNONYM_CHARS, alnum_count, synonym_edges
@@ -101,10 +102,10 @@ class EntityGraph:
 #: ``(embedder, names, eligible) -> (one row per name, the rows of the eligible names)``: how the entity names
 #: are embedded (:func:`names_in_memory`; a build writes them to their file in slices,
 #: :func:`sirerag.graph.name_vectors.name_vector_writer`)
-NameVectors = Callable[[Any, Sequence[str], np.ndarray], tuple[np.ndarray, np.ndarray]]
+NameVectors = Callable[[Embedder, Sequence[str], np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-def names_in_memory(embedder: Any, names: Sequence[str], eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def names_in_memory(embedder: Embedder, names: Sequence[str], eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every name's row, in memory, and the rows of the ``eligible`` ones (a copy)."""
     rows = np.asarray(embedder.encode_documents(list(names)), dtype=np.float32)
     return rows, rows[np.flatnonzero(eligible)]
@@ -116,12 +117,12 @@ def build_graph(
     *,
     titles: Sequence[str] | None = None,
     title_weight: float = 2.0,
-    embedder: Any | None = None,
+    embedder: Embedder | None = None,
     embed_facts: bool = True,
     synonym_threshold: float = 0.8,
     synonym_max_neighbors: int = 100,
     block_size: int | None = None,
-    name_embedder: Any | None = None,
+    name_embedder: Embedder | None = None,
     name_vectors: NameVectors | None = None,
 ) -> EntityGraph:
     """Build the entity graph of a corpus.

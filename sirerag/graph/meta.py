@@ -33,7 +33,7 @@ class GraphBuildSettings:
     max_iter: int | None = None
 
     @classmethod
-    def from_dict(cls, data: Any) -> "GraphBuildSettings":
+    def from_dict(cls, data: object) -> "GraphBuildSettings":
         data = as_object(data, "settings", _RECORD)
         return cls(**{name: take(data, name, kind, "settings", record=_RECORD)
                       for name, kind in _SETTING_KINDS.items()})
@@ -59,7 +59,7 @@ class GraphMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, source: str | Path) -> "GraphMeta":
+    def from_dict(cls, data: object, source: str | Path) -> "GraphMeta":
         """Read ``graph.json``'s object (``source``: its path, for messages).
 
         Raises:

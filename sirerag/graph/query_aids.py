@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from sirerag.core.io.checksums import sha256_file
 from sirerag.core.io.contained import Folder, check_inside
 from sirerag.core.io.files import read_index_json
 from sirerag.core.types import Pool
+
+if TYPE_CHECKING:
+    from sirerag.pool.bm25 import LexicalIndex
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +121,7 @@ def _fact_rows(fact_ids: Sequence[str], propositions: Path) -> np.ndarray | None
 _PATH_FIELDS = ("path", "entry_nodes", "seed_nodes")
 
 
-def check_aid_paths(directory: Path, record: Any, source: Path) -> None:
+def check_aid_paths(directory: Path, record: object, source: Path) -> None:
     """The files ``graph.json``'s ``query_aids`` names must lie inside the graph folder ``directory``:
     IndexFormatError naming ``source`` and the field of the first that leaves it."""
     folder = Folder(directory)
@@ -128,7 +131,7 @@ def check_aid_paths(directory: Path, record: Any, source: Path) -> None:
                 check_inside(folder, info[key], f"{source}: query_aids.{name}.{key}", what="the graph folder")
 
 
-def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: np.ndarray) -> Any | None:
+def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: np.ndarray) -> LexicalIndex | None:
     """The stored seed BM25 index when it was made for exactly these rows of this pool, else None."""
     info = record.get("seeds_bm25")
     if not info or info.get("documents") != int(rows.size) or info.get("rows") != rows_key(pool, rows):

@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Any, Sequence
 
-from sirerag.llm.base import LLMCallError
+from sirerag.llm.base import LLM, LLMCallError
 from sirerag.llm.prompts import PromptTemplate
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class RecognitionFilter:
         max_tokens: completion budget of one answer.
     """
 
-    def __init__(self, llm: Any, *, max_tokens: int = 64) -> None:
+    def __init__(self, llm: LLM, *, max_tokens: int = 64) -> None:
         self.llm = llm
         self.max_tokens = max_tokens
         self.unparsed = 0

@@ -28,7 +28,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.config.sections import uses_rule_tagger
+from sirerag.core.config import GraphConfig
 from sirerag.core.errors import ConfigError, IndexFormatError, InputError
+from sirerag.embedding.base import Embedder
 from sirerag.core.io.files import loads_index_json, read_index_json
 from sirerag.extraction.tagger import EntityTagger
 from sirerag.graph.build import EntityGraph, GraphFact, build_graph
@@ -52,7 +54,7 @@ _CSR = ("indptr", "indices", "data")
 
 
 def save_graph(directory: str | Path, graph: EntityGraph, *, names_written: bool = False,
-               **meta: Any) -> dict[str, Any]:
+               **meta: Any) -> dict[str, Any]:  # Any: JSON values
     """Write ``graph`` into ``directory`` (created if missing); returns the metadata written. With
     ``names_written`` its ``entity_embeddings.npy`` is there already (:class:`~sirerag.graph.name_vectors.
     NameVectorWriter` wrote it, and the graph's rows are mapped from it)."""
@@ -151,7 +153,7 @@ def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGrap
     return graph, meta
 
 
-def name_embedder(config: Any, embedder: Any) -> Any | None:
+def name_embedder(config: GraphConfig, embedder: Embedder) -> Embedder | None:
     """The embedder of the entity names when it is not ``embedder`` (``graph.name_vectors = "static"``:
     the static embedder distilled from MiniLM, :mod:`~sirerag.embedding.static`), else None.
 
@@ -170,7 +172,7 @@ def name_embedder(config: Any, embedder: Any) -> Any | None:
     return names
 
 
-def load_name_embedder(meta: GraphMeta) -> Any | None:
+def load_name_embedder(meta: GraphMeta) -> Embedder | None:
     """The embedder a graph's entity names were embedded with when it is not the index embedder (the
     ``name_embedder`` its ``graph.json`` records), loaded; else None."""
     if not meta.name_embedder:
@@ -181,7 +183,7 @@ def load_name_embedder(meta: GraphMeta) -> Any | None:
 
 
 def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Iterable[Proposition], *,
-                         embedder: Any, config: Any, pool: Pool | None = None,
+                         embedder: Embedder, config: GraphConfig, pool: Pool | None = None,
                          chunk_texts: Iterable[str] | None = None, ner: str = "rules") -> dict[str, Any]:
     """Build the entity graph of an index and write it to ``<out>/graph``.
 
@@ -206,7 +208,7 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
                         synonym_threshold=config.synonym_threshold,
                         synonym_max_neighbors=config.synonym_max_neighbors, name_embedder=names,
                         name_vectors=writer)
-    settings = {"title_weight": config.title_weight, "embed_facts": config.embed_facts,
+    settings: dict[str, Any] = {"title_weight": config.title_weight, "embed_facts": config.embed_facts,
                 "synonym_threshold": config.synonym_threshold,
                 "synonym_max_neighbors": config.synonym_max_neighbors,
                 "damping": config.damping, "tol": config.tol, "max_iter": config.max_iter}

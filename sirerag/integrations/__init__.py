@@ -55,7 +55,7 @@ class ClosesIndex:
         self.close()
 
 
-def check_settings(k: Any, retriever: Any, *, k_name: str = "k") -> None:
+def check_settings(k: object, retriever: object, *, k_name: str = "k") -> None:
     """Raise unless ``k`` is a positive integer and ``retriever`` None or a retriever name (at construction,
     not at the first query)."""
     from sirerag.api_checks import retriever_argument

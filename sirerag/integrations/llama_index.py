@@ -44,9 +44,9 @@ class SireragRetriever(ClosesIndex, BaseRetriever):
     Given a path, it opens the index and ``close()`` (or a ``with`` block) closes it.
     """
 
-    # Any: llama-index's callback manager, and the options each sirerag retriever takes (as Index.search)
     def __init__(self, index_or_path: Index | str | Path, similarity_top_k: int = 10, retriever: str | None = None,
-                 callback_manager: Any = None, verbose: bool = False, **options: Any) -> None:
+                 callback_manager: Any = None,  # Any: llama-index's CallbackManager (an optional extra's class)
+                 verbose: bool = False, **options: Any) -> None:  # Any: each retriever's options, as Index.search
         check_settings(similarity_top_k, retriever, k_name="similarity_top_k")
         self.index = open_index(index_or_path)
         self.similarity_top_k = similarity_top_k

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 
 from sirerag.core.io.sqlite import cache_errors
 from sirerag.llm.accounting import UsageLedger
-from sirerag.llm.base import Batching, Completion, LLMCallError, LLMRequest, TransientLLMError
+from sirerag.llm.base import LLM, Batching, Completion, LLMCallError, LLMRequest, TransientLLMError
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ class CachedLLM(Batching):
     so an interrupted run keeps what was already answered.
     """
 
-    def __init__(self, inner: Any, cache: CallCache, *, slice_size: int = 16) -> None:
+    def __init__(self, inner: LLM, cache: CallCache, *, slice_size: int = 16) -> None:
         self.inner = inner
         self.cache = cache
         self.slice_size = slice_size

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sirerag.core.config import LLMConfig
-from sirerag.engine import runs_here
+from sirerag.engine import Engine, runs_here
 from sirerag.llm.backend import BACKENDS, ParsedSpec, describe_spec, make_backend, parse_spec
 from sirerag.llm.base import LLM
 
@@ -25,7 +25,7 @@ __all__ = ["BACKENDS", "ParsedSpec", "describe_spec", "load_llm", "parse_spec"]
 
 
 def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Path | None = None,
-             engine: Any = None, engine_batch_size: int = 16) -> LLM:
+             engine: Engine | None = None, engine_batch_size: int = 16) -> LLM:
     """Create the backend a spec names, wrapped in the on-disk call cache when ``cache_dir`` is given.
 
     Args:
@@ -58,7 +58,7 @@ def load_llm(spec: str, *, config: LLMConfig | None = None, cache_dir: str | Pat
     return CachedLLM(llm, CallCache(cache_dir), slice_size=max(config.max_concurrency, config.batch_size))
 
 
-def _engine_llm(spec: str, parsed: ParsedSpec, config: LLMConfig, engine: Any, batch_size: int) -> LLM:
+def _engine_llm(spec: str, parsed: ParsedSpec, config: LLMConfig, engine: Engine | None, batch_size: int) -> LLM:
     from sirerag.engine import LocalEngine
     from sirerag.llm.remote import EngineLLM, live_endpoints
 

@@ -16,6 +16,7 @@ from typing import Any, Iterator, Sequence
 
 from sirerag.core.config import LLMConfig
 from sirerag.core.errors import ConfigError
+from sirerag.engine import Engine
 from sirerag.llm.backend import make_backend
 from sirerag.llm.base import Completion, LLMCallError, LLMRequest, StreamingLLM, TransientLLMError
 from sirerag.llm.http import public_url
@@ -95,7 +96,7 @@ class EngineLLM(StreamingLLM):
 
     spec: str  # an attribute here, a read-only property in the other backends
 
-    def __init__(self, spec: str, model: str, worker_specs: Sequence[str], *, config: LLMConfig, engine: Any,
+    def __init__(self, spec: str, model: str, worker_specs: Sequence[str], *, config: LLMConfig, engine: Engine,
                  batch_size: int) -> None:
         self.spec, self.model = spec, model
         self.worker_specs = tuple(worker_specs)

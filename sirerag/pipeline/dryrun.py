@@ -41,6 +41,7 @@ from sirerag.pipeline.models import Models
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.timing import StageTime, Throughput, estimate_times, times_to_dict
 from sirerag.core.types import Document
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ class CountingRunner:
     def __exit__(self, *exc: Any) -> None:
         self.models.close()
 
-    def embedder(self) -> Any:
+    def embedder(self) -> Embedder:
         if self.models.opened("embedder") is None and self.config.embedder.spec != self.models.embedder_spec:
             self.report.notes.append(f"clusters estimated with the offline MiniLM embedder instead of "
                                      f"{self.config.embedder.spec} (the dry run calls no paid API); embedding "

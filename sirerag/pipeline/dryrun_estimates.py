@@ -16,7 +16,7 @@ from sirerag.llm.accounting import request_tokens
 from sirerag.llm.base import LLMRequest
 from sirerag.text.tokens import count_tokens
 from sirerag.trees.llm_summarizer import summary_request
-from sirerag.core.types import Document
+from sirerag.core.types import Chunk, Document, Proposition
 
 #: A rewrite resolves references with names, so it runs a little longer than its input.
 REWRITE_OUTPUT_RATIO = 1.1
@@ -78,8 +78,8 @@ def summary_estimates(tree: str, planner: PlanningSummarizer, lookup: "CacheLook
     return out
 
 
-def extraction_estimates(chunks: Sequence[Any], documents: Sequence[Document], config: BuildConfig,
-                         offline_props: Sequence[Any], lookup: "CacheLookup") -> list[StageEstimate]:
+def extraction_estimates(chunks: Sequence[Chunk], documents: Sequence[Document], config: BuildConfig,
+                         offline_props: Sequence[Proposition], lookup: "CacheLookup") -> list[StageEstimate]:
     """The coreference rewrite (when on) and proposition extraction rows: one call per chunk each."""
     from sirerag.extraction.llm import extraction_request
 
@@ -95,7 +95,7 @@ def extraction_estimates(chunks: Sequence[Any], documents: Sequence[Document], c
                                  f"exact inputs; output estimated as {REWRITE_OUTPUT_RATIO} x chunk tokens",
                                  lookup.count(requests), plan_stage="extraction"))
     requests = [extraction_request(c.text, max_tokens=ext.extract_max_tokens) for c in chunks]
-    by_chunk: dict[str, list[Any]] = {}
+    by_chunk: dict[str, list[Proposition]] = {}
     for p in offline_props:
         by_chunk.setdefault(p.chunk_id, []).append(p)
     est = sum(min(ext.extract_max_tokens, _json_tokens(by_chunk.get(c.id, []))) for c in chunks)
@@ -108,7 +108,7 @@ def extraction_estimates(chunks: Sequence[Any], documents: Sequence[Document], c
     return out
 
 
-def _json_tokens(propositions: Sequence[Any]) -> int:
+def _json_tokens(propositions: Sequence[Proposition]) -> int:
     facts = {f"f{i}": {"fact": p.text, "entities": list(p.entities)} for i, p in enumerate(propositions, 1)}
     return count_tokens("```json\n" + json.dumps(facts, indent=2, ensure_ascii=False) + "\n```")
 

@@ -4,9 +4,12 @@ stops the command in seconds, before the embedder loads."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sirerag.core.config import BuildConfig, LLMConfig
+
+if TYPE_CHECKING:
+    from sirerag.llm.probe import Endpoint
 
 #: seconds the embedding endpoint may take to answer the check (the OpenAI embedder's request timeout)
 EMBED_TIMEOUT = 60.0
@@ -14,7 +17,7 @@ EMBED_TIMEOUT = 60.0
 LLM_OPTION, EXTRACTOR_OPTION, EMBEDDER_OPTION = "--llm", "--extractor-llm", "--embedder"
 
 
-def endpoints_of(config: BuildConfig) -> list[Any]:
+def endpoints_of(config: BuildConfig) -> list[Endpoint]:
     """The ``openai:`` servers a build with ``config`` calls (``--llm``, ``--extractor-llm``, ``--embedder``):
     the spec's URLs, else the URL from the environment, else OpenAI's API."""
     from sirerag.llm.http import split_openai_spec
@@ -38,7 +41,7 @@ def endpoints_of(config: BuildConfig) -> list[Any]:
     return out
 
 
-def llm_endpoint(option: str, spec: str | None, llm: LLMConfig, *, timeout: float | None = None) -> Any:
+def llm_endpoint(option: str, spec: str | None, llm: LLMConfig, *, timeout: float | None = None) -> Endpoint | None:
     """The :class:`~sirerag.llm.probe.Endpoint` an ``openai:`` LLM spec calls (None for another backend):
     the spec's URLs, else the URL from ``llm.base_url_env``, else OpenAI's API; the check waits ``timeout``
     seconds (default ``llm.timeout``)."""

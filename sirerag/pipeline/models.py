@@ -10,11 +10,19 @@ from __future__ import annotations
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from sirerag.core.io.guard import check_cache_dir, resolve
 from sirerag.core.config import BuildConfig
 from sirerag.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from sirerag.embedding.base import Embedder
+    from sirerag.engine import Engine
+    from sirerag.llm.base import LLM
+    from sirerag.trees.base import Summarizer
+
+_Model = TypeVar("_Model")
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +45,7 @@ def kept_folders(out: Path, cache: Path) -> tuple[str, ...]:
     return tuple(dict.fromkeys(("cache", rel.parts[0])))
 
 
-def make_summarizer(config: BuildConfig, llm: Any | None, *, show_progress: bool = False):  # noqa: ANN201
+def make_summarizer(config: BuildConfig, llm: LLM | None, *, show_progress: bool = False) -> Summarizer:
     """The LLM summariser when an LLM is configured, else the offline extractive one."""
     if llm is not None:
         from sirerag.trees.llm_summarizer import LLMSummarizer
@@ -61,8 +69,9 @@ class Models(contextlib.AbstractContextManager):
         summarizer: a summariser to use in place of the one the settings name (tests, benchmarks).
     """
 
-    def __init__(self, config: BuildConfig, cache: Path | None, *, engine: Any = None, show_progress: bool = False,
-                 embedder_spec: str | None = None, summarizer: Any | None = None) -> None:
+    def __init__(self, config: BuildConfig, cache: Path | None, *, engine: Engine | None = None,
+                 show_progress: bool = False, embedder_spec: str | None = None,
+                 summarizer: Summarizer | None = None) -> None:
         self.config, self.cache, self.engine, self.show_progress = config, cache, engine, show_progress
         self.embedder_spec = embedder_spec or config.embedder.spec
         self._opened: dict[str, Any] = {} if summarizer is None else {"summarizer": summarizer}
@@ -78,27 +87,27 @@ class Models(contextlib.AbstractContextManager):
         self._stack.enter_context(clustering_engine(self.engine))
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
         """Close the caches of every model opened (idempotent)."""
         self._stack.close()
 
-    def opened(self, name: str) -> Any | None:
+    def opened(self, name: str) -> Embedder | Summarizer | LLM | None:
         """The model ``name`` if a stage opened it, else None (nothing is opened)."""
         return self._opened.get(name)
 
-    def _open(self, name: str, factory: Any) -> Any:
+    def _open(self, name: str, factory: Callable[[], _Model]) -> _Model:
         if name not in self._opened:
             model = self._opened[name] = factory()
             close = getattr(getattr(model, "cache", None), "close", None)
             if close is not None:
                 self._stack.callback(close)
-        return self._opened[name]
+        return cast(_Model, self._opened[name])
 
-    def embedder(self) -> Any:
-        def load() -> Any:
+    def embedder(self) -> Embedder:
+        def load() -> Embedder:
             from sirerag.embedding import load_embedder
 
             return load_embedder(self.embedder_spec, batch_size=self.config.embedder.batch_size,
@@ -106,12 +115,12 @@ class Models(contextlib.AbstractContextManager):
                                  engine=self.engine, precision=self.config.embedder.precision)
         return self._open("embedder", load)
 
-    def short_text_embedder(self) -> Any:
+    def short_text_embedder(self) -> Embedder:
         """The embedder of short texts (propositions, entity names): with ``embedder.short_texts =
         "auto"``, a ``minilm`` index computing in float32 and this process as the engine, MiniLM's ONNX
         export on ONNX Runtime when it exists (:func:`~sirerag.embedding.load_short_text_embedder`); else
         the index embedder (in bfloat16 torch is the faster of the two: docs/performance.md)."""
-        def load() -> Any:
+        def load() -> Embedder:
             from sirerag.embedding import load_short_text_embedder
             from sirerag.embedding.precision import precision_of
             from sirerag.engine import runs_here
@@ -127,15 +136,15 @@ class Models(contextlib.AbstractContextManager):
             return fast
         return self._open("short_text_embedder", load)
 
-    def llm(self) -> Any | None:
+    def llm(self) -> LLM | None:
         """The summary LLM (``llm.spec``), None without one."""
         return self._open("llm", lambda: self._load_llm(self.config.llm.spec))
 
-    def summarizer(self) -> Any:
+    def summarizer(self) -> Summarizer:
         return self._open("summarizer", lambda: make_summarizer(self.config, self.llm(),
                                                                 show_progress=self.show_progress))
 
-    def extraction_llm(self) -> Any | None:
+    def extraction_llm(self) -> LLM | None:
         """The extraction LLM (``extraction.llm``, else ``llm.spec``) with ``extraction.extractor = "llm"``."""
         spec = self.config.extraction.llm or self.config.llm.spec
         return self._open("extraction_llm", lambda: self._load_llm(spec)
@@ -144,7 +153,7 @@ class Models(contextlib.AbstractContextManager):
     def _sub(self, name: str) -> Path | None:
         return self.cache / name if self.cache is not None else None
 
-    def _load_llm(self, spec: str | None) -> Any | None:
+    def _load_llm(self, spec: str | None) -> LLM | None:
         if not spec:
             return None
         from sirerag.llm.factory import load_llm

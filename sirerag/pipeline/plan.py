@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from sirerag.core.config import BuildConfig
 from sirerag.extraction.extractor import FAILURES, REWRITES
@@ -125,7 +125,7 @@ class BuildPlan:
         used = {m for s in self.stages for m in s.models}
         return tuple(m for m in MODELS if m in used)
 
-    def walk(self, runner: Any, *, timings: dict[str, float] | None = None,
+    def walk(self, runner: object, *, timings: dict[str, float] | None = None,
              on_stage: StageHook | None = None) -> dict[str, float]:
         """Run ``runner.<stage name>(stage)`` for every stage in order; returns the wall seconds of each (also
         recorded in ``timings``). A stage that raises stops the walk (its end is not reported)."""

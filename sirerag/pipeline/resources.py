@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sirerag.core.io.mapped import drop_pages
 from sirerag.pipeline.plan import StageHook
 
@@ -72,12 +74,14 @@ class MemoryMeter:
         self._lock = threading.Lock()
         self._current: str | None = None
         self._stop = threading.Event()
-        self._mapped: list[Any] = []
+        self._mapped: list[np.ndarray] = []
 
-    def track(self, array: Any) -> None:
+    def track(self, array: np.ndarray | None) -> None:
         """Count a memory-mapped array (:func:`~sirerag.core.io.mapped.map_npy`) among what a stage's end hands
-        back: the pages of it that the stage read leave the resident size (the next read gets them from the file)."""
-        self._mapped.append(array)
+        back: the pages of it that the stage read leave the resident size (the next read gets them from the file).
+        None (nothing mapped) is ignored."""
+        if array is not None:
+            self._mapped.append(array)
 
     def sample(self) -> None:
         """Read the resident size now and count it for the running stage."""

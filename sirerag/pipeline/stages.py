@@ -27,6 +27,7 @@ from sirerag.pool.store import (CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSIT
                                 save_records)
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Chunk, Document, Pool, Proposition
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +104,11 @@ class IndexWriter:
         """Rows of propositions embedded before, by proposition id (a build has none; an update, its index's)."""
         return {}
 
-    def graph_embedder(self) -> Any:
+    def graph_embedder(self) -> Embedder:
         """The embedder of the graph's entities and facts; facts reuse the proposition rows."""
         return self.with_proposition_rows(self.models.short_text_embedder())
 
-    def with_proposition_rows(self, embedder: Any) -> Any:
+    def with_proposition_rows(self, embedder: Embedder) -> Embedder:
         """``embedder``, answering the texts of embedded propositions from their rows when the graph embeds its
         facts (``graph.embed_facts``; without them the table of rows by text, about 1.6 KiB per passage, would
         serve no text: an entity name that is a whole proposition is embedded as any other name)."""
@@ -134,7 +135,7 @@ class IndexWriter:
                                                   "rows": int(rows.shape[0]),
                                                   "embedder": self.models.short_text_embedder().spec}
 
-    def write_manifest(self, manifest: Manifest | None = None, **content: Any) -> Manifest:
+    def write_manifest(self, manifest: Manifest | None = None, **content: Any) -> Manifest:  # Any: JSON values
         """Close the models' caches, then write the manifest (the last file of a run): ``manifest`` (an
         update's, read back) with the sections of ``content`` and this run's ``resources`` over it."""
         self.models.close()

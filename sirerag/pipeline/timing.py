@@ -23,11 +23,16 @@ import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from sirerag.core.config import BuildConfig
 from sirerag.core.io.files import user_cache_dir, write_json
 from sirerag.text.tokens import count_tokens_many
+
+if TYPE_CHECKING:
+    from sirerag.embedding.base import Embedder
+    from sirerag.llm.base import LLM
+    from sirerag.pipeline.dryrun_estimates import StageEstimate
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +82,7 @@ def calibration_texts(n: int = CALIBRATION_TEXTS, words: int = CALIBRATION_WORDS
             for i in range(n)]
 
 
-def calibrate_embedder(embedder: Any, *, clock: Callable[[], float] = time.perf_counter) -> float:
+def calibrate_embedder(embedder: Embedder, *, clock: Callable[[], float] = time.perf_counter) -> float:
     """Tokens (cl100k, as the dry run counts chunks) per second of ``embedder.encode_documents`` on
     :func:`calibration_texts`, after a warm-up batch."""
     texts = calibration_texts()
@@ -89,7 +94,7 @@ def calibrate_embedder(embedder: Any, *, clock: Callable[[], float] = time.perf_
 
 
 def embedder_throughput(config: BuildConfig, *, folder: Path | None = None,
-                        load: Callable[[], Any] | None = None,
+                        load: Callable[[], Embedder] | None = None,
                         clock: Callable[[], float] = time.perf_counter) -> tuple[float | None, str]:
     """``(tokens per second, note)`` of the build's embedder on this machine: from the per-machine cache in
     ``folder`` (default the user cache folder), else calibrated now (``load()`` gives the embedder) and cached."""
@@ -110,7 +115,7 @@ def embedder_throughput(config: BuildConfig, *, folder: Path | None = None,
     if load is None:
         from sirerag.embedding import load_embedder
 
-        def load() -> Any:
+        def load() -> Embedder:
             return load_embedder(spec, batch_size=config.embedder.batch_size, precision=config.embedder.precision,
                                  show_progress=False)
     rate = calibrate_embedder(load(), clock=clock)
@@ -122,7 +127,7 @@ def embedder_throughput(config: BuildConfig, *, folder: Path | None = None,
     return rate, f"embedder {spec}: {rate:,.0f} tokens/s, calibrated now ({path})"
 
 
-def llm_throughput(llm: Any, *, clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
+def llm_throughput(llm: LLM, *, clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
     """``(prompt tokens/s, output tokens/s)`` of ``llm`` from two short requests of the same prompt length after a
     one-token warm-up (no call cache): the first answers one token, the second :data:`PROBE_OUTPUT_TOKENS` more, and
     the extra tokens over the extra time give the output rate."""
@@ -144,7 +149,7 @@ def llm_throughput(llm: Any, *, clock: Callable[[], float] = time.perf_counter) 
     return prefill, max(decode, 1e-9)
 
 
-def estimate_times(plan: Sequence[str], stages: Sequence[Any], corpus: dict[str, int],
+def estimate_times(plan: Sequence[str], stages: Sequence[StageEstimate], corpus: dict[str, int],
                    throughput: Throughput) -> list[StageTime]:
     """The wall time of each stage of ``plan`` from the dry run's LLM rows (``stages``: StageEstimate, with
     ``plan_stage``), the corpus counts and ``throughput``."""

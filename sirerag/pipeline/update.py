@@ -48,8 +48,9 @@ from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
 from sirerag.pool.current import check_current
 from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, save_records, write_flat_pool
 from sirerag.pool.loaded import LoadedIndex, load_index
-from sirerag.trees.base import TreeResult
+from sirerag.trees.base import Summarizer, TreeResult
 from sirerag.core.types import Chunk, Document
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class _Unchanged(Exception):
 
 
 def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | None = None,
-                 remove: Iterable[str] = (), cache_dir: str | Path | None = None, summarizer: Any | None = None,
+                 remove: Iterable[str] = (), cache_dir: str | Path | None = None, summarizer: Summarizer | None = None,
                  drift_warn: float = DEFAULT_DRIFT_WARN, refresh_threshold: float = DEFAULT_REFRESH_THRESHOLD,
                  sync: bool = False, follow_outside_links: bool = False, show_progress: bool = False,
                  on_stage: StageHook | None = None) -> UpdateReport:
@@ -133,8 +134,9 @@ def update_index(index: str | Path, *, add: str | Path | Sequence[Document] | No
     return UpdateReport(out=out, changed=True, counts=report.counts, timings=report.timings, drift=report.drift)
 
 
-def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path, summarizer: Any,
-            command: str, settings: UpdateConfig, show_progress: bool, on_stage: StageHook | None,
+def _update(out: Path, stage: Path, add: str | Path | Sequence[Document] | None, remove: Iterable[str], cache: Path,
+            summarizer: Summarizer | None, command: str, settings: UpdateConfig, show_progress: bool,
+            on_stage: StageHook | None,
             sync: bool = False, corpus: CorpusConfig = CorpusConfig()) -> UpdateReport:
     old = load_index(out)
     config = old.manifest.build_config(source=f"{out}/manifest.json").validate()
@@ -167,8 +169,9 @@ def _update(out: Path, stage: Path, add: Any, remove: Iterable[str], cache: Path
 class IncrementalRunner(IndexWriter):
     """The stages of an add/remove: the old index's records and pool, updated where documents changed."""
 
-    def __init__(self, old: LoadedIndex, add: Any, remove: Iterable[str], out: Path, config: BuildConfig, models: Models,
-                 settings: UpdateConfig, *, show_progress: bool = False, sync: bool = False) -> None:
+    def __init__(self, old: LoadedIndex, add: str | Path | Sequence[Document] | None, remove: Iterable[str], out: Path,
+                 config: BuildConfig, models: Models, settings: UpdateConfig, *, show_progress: bool = False,
+                 sync: bool = False) -> None:
         super().__init__(out, config, models, show_progress=show_progress)
         self.old, self.add, self.remove, self.sync = old, add, remove, sync
         self.manifest = old.manifest.copied()
@@ -272,7 +275,7 @@ class IncrementalRunner(IndexWriter):
             logger.warning("%s: the ColBERT index no longer matches the pool and was dropped; run sirerag index "
                            "again to rebuild it", self.old.path)
 
-    def graph_embedder(self) -> Any:
+    def graph_embedder(self) -> Embedder:
         return self.with_proposition_rows(KnownEmbedder.from_graph(self.models.short_text_embedder(),
                                                                    self.old.component("graph")))
 

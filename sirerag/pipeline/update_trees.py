@@ -8,16 +8,18 @@ from typing import Any, Sequence
 import numpy as np
 
 from sirerag.core.config import BuildConfig
-from sirerag.core.types import Chunk, Node, Tree
+from sirerag.core.types import Chunk, Node, Proposition, Tree
+from sirerag.embedding.base import Embedder
+from sirerag.pipeline.models import Models
 
 
 class TreeUpdate:
     """The two trees of the index being updated."""
 
     def __init__(self, entries: Sequence[Node], vectors: dict[str, np.ndarray], config: BuildConfig,
-                 models: Any, *, refresh_threshold: float = 0.0, staleness: dict[str, int] | None = None) -> None:
+                 models: Models, *, refresh_threshold: float = 0.0, staleness: dict[str, int] | None = None) -> None:
         self.entries, self.vectors, self.config = entries, vectors, config
-        self.models = models  # a :class:`~sirerag.pipeline.models.Models`: opened when a tree asks
+        self.models = models  # opened when a tree asks
         self.refresh_threshold = refresh_threshold
         self.staleness: dict[str, dict[str, int]] = {}  # tree -> summary id -> member tokens changed since written
         for node in entries:
@@ -49,7 +51,7 @@ class TreeUpdate:
                 for c in chunks]
         self._update("similarity", ("leaf",), base, "similarity" in self.config.trees)
 
-    def relatedness(self, propositions: Sequence[Any], proposition_rows: np.ndarray) -> None:
+    def relatedness(self, propositions: Sequence[Proposition], proposition_rows: np.ndarray) -> None:
         """Update the relatedness tree; new aggregates' vectors derive from ``proposition_rows`` (aligned
         with ``propositions``) unless the settings embed their texts."""
         from sirerag.trees.aggregates import build_aggregates
@@ -92,12 +94,12 @@ class KnownEmbedder:
     """An embedder that answers texts of the old graph (entity names, facts) from its stored rows and
     encodes only the others, so rebuilding the graph embeds only what is new, cache or not."""
 
-    def __init__(self, inner: Any, rows: dict[str, np.ndarray]) -> None:
+    def __init__(self, inner: Embedder, rows: dict[str, np.ndarray]) -> None:
         self.inner, self.rows = inner, rows
         self.dim, self.spec = inner.dim, inner.spec
 
     @classmethod
-    def from_graph(cls, inner: Any, folder: Path | None) -> Any:
+    def from_graph(cls, inner: Embedder, folder: Path | None) -> Embedder:
         from sirerag.core.errors import IndexFormatError
         from sirerag.graph.store import load_graph
 
@@ -124,3 +126,6 @@ class KnownEmbedder:
         for i, text in enumerate(texts):
             out[i] = self.rows[text] if text in self.rows else encoded[at[text]]  # type: ignore[index]
         return out
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.encode_queries(texts)

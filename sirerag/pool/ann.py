@@ -32,13 +32,13 @@ ANN_TYPE = "usearch-hnsw"
 _PURPOSE = "the approximate dense index (dense.ann_min_vectors)"
 
 
-def usearch() -> Any:
+def usearch() -> Any:  # Any: a module of an optional extra
     """The ``usearch.index`` module; MissingExtraError naming the extra ``ann`` when it is not installed."""
     require("usearch", "ann", purpose=_PURPOSE)
     return require("usearch.index", "ann", purpose=_PURPOSE)
 
 
-def build_ann(vectors: np.ndarray, settings: DenseConfig) -> Any:
+def build_ann(vectors: np.ndarray, settings: DenseConfig) -> Any:  # Any: a usearch Index (an optional extra)
     """An in-memory usearch HNSW index over ``vectors`` (``(n, dim)`` float32, L2-normalised), keys 0 .. n-1."""
     Index = usearch().Index
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)

@@ -162,7 +162,8 @@ class StoredScores:
         return scores
 
 
-def save_bm25(out: str | Path, texts: Iterable[str], **params: Any) -> dict[str, Any]:
+def save_bm25(out: str | Path, texts: Iterable[str],
+              **params: Any) -> dict[str, Any]:  # Any: build_lexical_index's keywords
     """Build the BM25 index of an index directory's pool texts and store it in ``out/bm25``.
 
     Returns:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -129,7 +129,8 @@ def _mapped(directory: Path, name: str, manifest: Manifest | None = None) -> byt
     return data
 
 
-def read_records(directory: Path, name: str, manifest: Manifest | None = None) -> Iterator[tuple[int, Any]]:
+def read_records(directory: Path, name: str,
+                 manifest: Manifest | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line, record)`` of a JSONL index file; with the manifest, the bytes read are
     checked against its size and sha256 first (reading dominates; hashing is cheap)."""
     path = directory / name
@@ -153,12 +154,18 @@ def read_records(directory: Path, name: str, manifest: Manifest | None = None) -
         yield lineno, record
 
 
-def save_records(directory: str | Path, name: str, records: Iterable[Any]) -> int:
+class Writable(Protocol):
+    """A record written as one JSON object (:class:`~sirerag.core.types.Document`, ``Chunk``, ``Proposition``...)."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def save_records(directory: str | Path, name: str, records: Iterable[Writable]) -> int:
     """Write records that have ``to_dict`` (Document, Chunk, Proposition, ...) as JSONL."""
     return write_jsonl(Path(directory) / name, (r.to_dict() for r in records))
 
 
-def register_component(directory: str | Path, name: str, **info: Any) -> Manifest:
+def register_component(directory: str | Path, name: str, **info: Any) -> Manifest:  # Any: JSON values
     """Record an optional component (its ``path`` relative to the index, type, parameters)
     in the manifest with the size and sha256 of its files, rewriting it atomically.
     The caller holds the index's write lock (:func:`sirerag.core.io.index_lock`)."""

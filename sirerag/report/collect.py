@@ -85,7 +85,7 @@ def collect(index: LoadedIndex) -> ReportData:
 JOINED = 0
 
 
-def entries_json(data: ReportData) -> list[list[Any]]:
+def entries_json(data: ReportData) -> list[list[Any]]:  # Any: JSON values of mixed types
     """One compact row per entry: ``[kind, tree, level, text, children, passages, entity, propositions]``
     (kind and tree as codes, passages as document positions, propositions as positions in ``props``,
     an aggregate's text as :data:`JOINED` when it is its propositions joined; empty fields after the

@@ -28,7 +28,7 @@ def _flatten(value: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
         yield prefix, value
 
 
-def table(rows: Iterable[tuple[str, Any]], cls: str = "kv") -> str:
+def table(rows: Iterable[tuple[str, object]], cls: str = "kv") -> str:
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{_cell(v)}</td></tr>" for k, v in rows)
     return f'<table class="{cls}">{body}</table>'
 

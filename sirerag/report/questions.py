@@ -11,17 +11,23 @@ ranks. Every text from the corpus or the question is escaped.
 from __future__ import annotations
 
 import html
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from sirerag.core.errors import InputError
-from sirerag.report.search_view import GOLD_DEPTH, SearchView, gold_ranks, gold_table, search_panel, search_views
+from sirerag.report.search_view import (GOLD_DEPTH, GoldRank, SearchView, gold_ranks, gold_table, search_panel,
+                                        search_views)
 from sirerag.retrievers.ppr_explain import PassageView, QuestionView, explain_many
 
+if TYPE_CHECKING:
+    from sirerag.pool.loaded import LoadedIndex
+
 _E = html.escape
+#: one explained question: its view (PPR's or another retriever's) and its gold passages' ranks (None: no gold)
+Explained = tuple[QuestionView | SearchView, tuple[GoldRank, ...] | None]
 
 
-def question_views(index: Any, questions: Sequence[str], *, k: int = 10, retriever: str | None = None,
-                   golds: Sequence[Sequence[str] | None] | None = None) -> list[tuple[Any, Any]]:
+def question_views(index: LoadedIndex, questions: Sequence[str], *, k: int = 10, retriever: str | None = None,
+                   golds: Sequence[Sequence[str] | None] | None = None) -> list[Explained]:
     """Explain each question: ``(view, gold)`` pairs, a :class:`QuestionView` with PPR (``linking="ner"``,
     its stored settings) or a :class:`~sirerag.report.search_view.SearchView` with another retriever, and the
     gold passages' ranks (None for a question without gold passages).
@@ -75,7 +81,7 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str) -> str:
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def panel(view: QuestionView, number: int, gold: Any = None) -> str:
+def panel(view: QuestionView, number: int, gold: tuple[GoldRank, ...] | None = None) -> str:
     """One question's panel as HTML."""
     out = [f'<article class="question" id="question-{number}"><h3>{_E(view.question)}</h3>']
     if gold is not None:
@@ -106,7 +112,7 @@ def panel(view: QuestionView, number: int, gold: Any = None) -> str:
     return "".join(out)
 
 
-def questions_html(views: Sequence[tuple[Any, Any]]) -> str:
+def questions_html(views: Sequence[Explained]) -> str:
     """The report's question section (empty without questions), from :func:`question_views`."""
     if not views:
         return ""

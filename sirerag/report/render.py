@@ -49,14 +49,14 @@ class ReportInfo:
     seconds: float
 
 
-def encode_data(value: Any) -> str:
+def encode_data(value: object) -> str:
     """``value`` as compact JSON, gzip-compressed (level 6, no timestamp, so the same data gives the
     same bytes), in base64: safe inside any ``<script>`` element."""
     raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
 
 
-def decode_data(text: str) -> Any:
+def decode_data(text: str) -> Any:  # Any: a JSON value
     """The value :func:`encode_data` encoded (for tests and benchmarks; the page decodes in JavaScript)."""
     return json.loads(gzip.decompress(base64.b64decode(text)).decode("utf-8"))
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from sirerag.evaluation.retrieval import passage_ranking
 from sirerag.pool.bm25 import english_stopwords, tokenize
 from sirerag.pool.titles import entry_title
+
+if TYPE_CHECKING:
+    from sirerag.core.types import Pool
+    from sirerag.pool.loaded import LoadedIndex
+    from sirerag.retrievers.base import Hit, Retriever
 
 _E = html.escape
 
@@ -67,7 +72,7 @@ def query_terms(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(tokenize(text, english_stopwords())))
 
 
-def gold_ranks(hits: Sequence[Any], pool: Any, gold: Sequence[str], titles: dict[str, str]) -> tuple[GoldRank, ...]:
+def gold_ranks(hits: Sequence[Hit], pool: Pool, gold: Sequence[str], titles: dict[str, str]) -> tuple[GoldRank, ...]:
     """The rank of each gold passage in ``hits`` (entries, best first)."""
     first_entry: dict[str, int] = {}
     for rank, hit in enumerate(hits, 1):
@@ -77,7 +82,7 @@ def gold_ranks(hits: Sequence[Any], pool: Any, gold: Sequence[str], titles: dict
     return tuple(GoldRank(g, titles.get(g, ""), first_entry.get(g), passage_rank.get(g)) for g in gold)
 
 
-def search_views(index: Any, retriever: Any, name: str, questions: Sequence[str],
+def search_views(index: LoadedIndex, retriever: Retriever, name: str, questions: Sequence[str],
                  golds: Sequence[Sequence[str] | None], *, k: int = 10) -> list[SearchView]:
     """Explain each question with ``retriever`` (already loaded over ``index`` as ``name``)."""
     documents = {d.id: d for d in index.documents()}

@@ -86,7 +86,8 @@ def _check_options(name: str, options: dict[str, Any]) -> None:
         raise ConfigError(f"retriever {name!r} does not take option(s) {unknown}; valid: {sorted(allowed)}")
 
 
-def load_retriever(name: str | None, index: LoadedIndex, **options: Any) -> Retriever:
+def load_retriever(name: str | None, index: LoadedIndex,
+                   **options: Any) -> Retriever:  # Any: each retriever's own options, checked here
     """Build the retriever ``name`` (or a fusion ``a+b``; None: :func:`default_retriever`)
     over a loaded index.
 

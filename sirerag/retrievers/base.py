@@ -51,7 +51,7 @@ class Closing:
     fuses, named by :meth:`owned`); closing twice is harmless.
     """
 
-    def owned(self) -> Sequence[Any]:
+    def owned(self) -> Sequence[object]:
         """The retrievers (or other closable objects) this one owns."""
         return ()
 
@@ -68,11 +68,12 @@ class Closing:
         self.close()
 
 
-def check_query(queries: Any, *, batch: bool | None = None, max_chars: int | None = None,
-                name: str = "query") -> None:
+def check_query(queries: object, *, batch: bool | None = None, max_chars: int | None = None,
+                name: str = "query", limit: str = "query.max_chars") -> None:
     """Raise unless ``queries`` (one query, or a list or tuple of them) are strings holding more than white
     space and, with ``max_chars``, no longer than that. ``batch``: True for a list of queries (a string is
-    refused), False for one query, None to tell by the type. ``name``: one query's name in messages.
+    refused), False for one query, None to tell by the type. ``name``: one query's name in messages;
+    ``limit``: the setting ``max_chars`` comes from, named in the message.
 
     Raises:
         TypeError: a query that is not a ``str`` (bytes included), or a batch that is a string or no list.
@@ -80,10 +81,13 @@ def check_query(queries: Any, *, batch: bool | None = None, max_chars: int | Non
     """
     if batch is None:
         batch = not isinstance(queries, str)
-    if batch and not isinstance(queries, (list, tuple)):
-        hint = ": search() takes one query (or pass [query])" if isinstance(queries, (str, bytes)) else ""
-        raise TypeError(f"queries must be a list of str, got {type_name(queries)}{hint}")
-    for position, query in enumerate(queries if batch else [queries], start=1):
+    items: list[object] = [queries]
+    if batch:
+        if not isinstance(queries, (list, tuple)):
+            hint = ": search() takes one query (or pass [query])" if isinstance(queries, (str, bytes)) else ""
+            raise TypeError(f"queries must be a list of str, got {type_name(queries)}{hint}")
+        items = list(queries)
+    for position, query in enumerate(items, start=1):
         which = f"query {position}" if batch else name
         if not isinstance(query, str):
             decode = ": decode it first (.decode('utf-8'))" if isinstance(query, (bytes, bytearray)) else ""
@@ -92,7 +96,7 @@ def check_query(queries: Any, *, batch: bool | None = None, max_chars: int | Non
             raise InputError(f"{which} must be a question or keywords, got {query!r}")
         if max_chars is not None and len(query) > max_chars:
             raise InputError(f"{which} is {len(query):,} characters long, over the limit of {max_chars:,} "
-                             "(query.max_chars)")
+                             f"({limit})")
 
 
 def type_name(value: object) -> str:

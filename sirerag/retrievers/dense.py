@@ -4,7 +4,7 @@ index (:mod:`sirerag.pool.ann`), re-scored with the pool's float32 rows."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -12,6 +12,8 @@ from sirerag.core.errors import ConfigError, IndexFormatError
 from sirerag.retrievers.base import Closing, Hit, SearchOne, check_query
 
 if TYPE_CHECKING:
+    from sirerag.embedding.base import Embedder
+    from sirerag.pool.ann import AnnIndex
     from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
@@ -40,7 +42,8 @@ class DenseRetriever(SearchOne, Closing):
 
     name = "dense"
 
-    def __init__(self, embedder: Any, ids: Sequence[str], embeddings: np.ndarray, ann: Any | None = None) -> None:
+    def __init__(self, embedder: Embedder, ids: Sequence[str], embeddings: np.ndarray,
+                 ann: AnnIndex | None = None) -> None:
         if embeddings.ndim != 2 or embeddings.shape[0] != len(ids):
             raise IndexFormatError(f"embeddings of shape {embeddings.shape} for {len(ids)} entries")
         if embedder.dim != embeddings.shape[1]:
@@ -75,7 +78,7 @@ class DenseRetriever(SearchOne, Closing):
         return results
 
 
-def index_embedder(index: LoadedIndex, embedder: Any | None = None) -> Any:
+def index_embedder(index: LoadedIndex, embedder: Embedder | None = None) -> Embedder:
     """The query embedder for the embedder recorded in an index's manifest (or ``embedder`` when
     given): for ``minilm``, its ONNX export when present (:func:`~sirerag.embedding.load_query_embedder`)."""
     if embedder is not None:
@@ -88,7 +91,7 @@ def index_embedder(index: LoadedIndex, embedder: Any | None = None) -> Any:
     return load_query_embedder(spec, show_progress=False)
 
 
-def load(index: LoadedIndex, *, embedder: Any | None = None, exact: bool = False,
+def load(index: LoadedIndex, *, embedder: Embedder | None = None, exact: bool = False,
          ann_expansion_search: int | None = None) -> DenseRetriever:
     """Dense retriever over a loaded index (see :func:`sirerag.retrievers.load_retriever`): through the
     index's ``ann`` component when it has one (unless ``exact``; ``ann_expansion_search`` overrides the
@@ -102,7 +105,7 @@ def load(index: LoadedIndex, *, embedder: Any | None = None, exact: bool = False
                           ann=None if exact else load_index_ann(index, ann_expansion_search))
 
 
-def load_index_ann(index: LoadedIndex, expansion_search: int | None = None) -> Any | None:
+def load_index_ann(index: LoadedIndex, expansion_search: int | None = None) -> AnnIndex | None:
     """The index's approximate dense index, memory-mapped and checked against its manifest (size, sample
     checksum) and its pool; None when it has none."""
     component = index.manifest.component("ann")

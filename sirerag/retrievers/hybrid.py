@@ -107,7 +107,8 @@ class FusionRetriever(SearchOne, Closing):
 
 
 def load(name: str, index: LoadedIndex, *, fusion: str = "score", fusion_weights: Sequence[float] | None = None,
-         rrf_k: float = 60.0, fusion_depth: int = 100, **options: Any) -> FusionRetriever:
+         rrf_k: float = 60.0, fusion_depth: int = 100,
+         **options: Any) -> FusionRetriever:  # Any: each part's options, checked by load_retriever
     """Build ``a+b[+c...]`` over a loaded index; every part gets the options it takes.
 
     The index embedder is loaded once and shared by the parts that need it.

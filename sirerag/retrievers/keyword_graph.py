@@ -21,6 +21,8 @@ from sirerag.retrievers.base import Closing, Hit, SearchOne, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
 
 if TYPE_CHECKING:
+    from sirerag.core.types import Node
+    from sirerag.embedding.base import Embedder
     from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ class KeywordGraphRetriever(SearchOne, Closing):
 
     name = "keyword-graph"
 
-    def __init__(self, embedder: Any, ids: Sequence[str], embeddings: np.ndarray, keywords: Sequence[set[str]],
+    def __init__(self, embedder: Embedder, ids: Sequence[str], embeddings: np.ndarray, keywords: Sequence[set[str]],
                  config: KeywordGraphConfig | None = None) -> None:
         config = (config or KeywordGraphConfig()).validate()
         check_size(len(ids), config)
@@ -57,7 +59,7 @@ class KeywordGraphRetriever(SearchOne, Closing):
         return [[Hit(self.ids[i], float(row[i])) for i in top_k(row, k)] for row in scores]
 
 
-def bodies(index: LoadedIndex, passages: Sequence[Any]) -> list[str]:
+def bodies(index: LoadedIndex, passages: Sequence[Node]) -> list[str]:
     """The passages' texts without their document's heading line (a document's first chunk starts with its title:
     in a ``.jsonl`` of one story's sentences every sentence would share the story's title as a keyword)."""
     from sirerag.pool.store import DOCUMENTS
@@ -78,7 +80,7 @@ def check_size(passages: int, config: KeywordGraphConfig) -> None:
                           "pass max_passages=N to allow more (memory grows with N squared)")
 
 
-def load(index: LoadedIndex, *, embedder: Any | None = None, mode: str | None = None, seeds: int | None = None,
+def load(index: LoadedIndex, *, embedder: Embedder | None = None, mode: str | None = None, seeds: int | None = None,
          damping: float | None = None, keywords: str | None = None,
          max_passages: int | None = None) -> KeywordGraphRetriever:
     """Keyword-graph retriever over the passages of a loaded index (see

@@ -125,7 +125,7 @@ class PoolRanker(SearchOne, Closing):
         self.base, self.pool, self.depth = base, pool, self.rule.pool_depth
         self.name = base.name
 
-    def owned(self) -> Sequence[Any]:
+    def owned(self) -> Sequence[Retriever]:
         return (self.base,)
 
     def __getattr__(self, name: str) -> Any:  # fallbacks, linking details... of the wrapped retriever
@@ -147,7 +147,7 @@ def has_non_leaves(pool: Pool) -> bool:
 DESCRIBED = ("pool_rule", "leaf_share", "lift_ratio")
 
 
-def describe(retriever: Any) -> dict[str, Any]:
+def describe(retriever: Retriever) -> dict[str, Any]:
     """What ranked the results, for reports: ``{"retriever", "pool_rule", "leaf_share", "lift_ratio"}``;
     ``pool_rule`` is ``passages`` when the rule of this module rearranged the ranking (with its ``leaf_share``
     and ``lift_ratio``), else ``native`` (asked for, or a pool of leaves only, where the rule changes nothing)

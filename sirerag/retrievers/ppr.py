@@ -33,6 +33,10 @@ from sirerag.retrievers.dense import index_embedder, top_k
 from sirerag.core.types import Pool
 
 if TYPE_CHECKING:
+    from sirerag.embedding.base import Embedder
+    from sirerag.graph.bridging import PropositionBridge
+    from sirerag.llm.base import LLM
+    from sirerag.pool.bm25 import LexicalIndex
     from sirerag.pool.loaded import LoadedIndex
 
 logger = logging.getLogger(__name__)
@@ -63,12 +67,13 @@ class PPRRetriever(SearchOne, Closing):
 
     name = "ppr"
 
-    def __init__(self, graph: EntityGraph, pool: Pool, embedder: Any, settings: PPRSettings | None = None, *,
-                 tagger: Callable[[str], Sequence[str]] | None = None, llm: Any | None = None,
+    def __init__(self, graph: EntityGraph, pool: Pool, embedder: Embedder, settings: PPRSettings | None = None, *,
+                 tagger: Callable[[str], Sequence[str]] | None = None, llm: LLM | None = None,
                  surface_forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None,
-                 seeds_lexical: Any | None = None, bridge: Any | None = None,
+                 seeds_lexical: LexicalIndex | None = None, bridge: PropositionBridge | None = None,
                  pool_nodes: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None,
-                 name_embedder: Any | None = None, **options: Any) -> None:
+                 name_embedder: Embedder | None = None,
+                 **options: Any) -> None:  # Any: PPRSettings' fields, of several types, validated
         settings = (settings or PPRSettings()).with_options(**options)
         linking = settings.linking
         check(linking != "ner" or tagger is not None, "tagger", tagger, "an entity tagger for linking='ner'")
@@ -212,8 +217,9 @@ OBJECTS = ("embedder", "tagger", "fact_filter")
 OPTIONS = frozenset(OBJECTS) | frozenset(PPRSettings.option_names()) - frozenset(PoolRule.option_names())
 
 
-def load(index: LoadedIndex, *, embedder: Any | None = None, tagger: Callable[[str], Sequence[str]] | None = None,
-         fact_filter: Any | None = None, **options: Any) -> PPRRetriever:
+def load(index: LoadedIndex, *, embedder: Embedder | None = None, tagger: Callable[[str], Sequence[str]] | None = None,
+         fact_filter: LLM | str | None = None,
+         **options: Any) -> PPRRetriever:  # Any: PPRSettings' fields, of several types, validated
     """PPR retriever over a loaded index built with ``--graph``.
 
     ``options`` are the fields of :class:`~sirerag.core.config.retrieval.PPRSettings` (``linking``,

@@ -9,12 +9,15 @@ Nothing here changes a ranking: the passages' search ranks come from the same re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
 from sirerag.graph.linking import reset_vector
-from sirerag.retrievers.base import check_query
+from sirerag.retrievers.base import Retriever, check_query
+
+if TYPE_CHECKING:
+    from sirerag.retrievers.ppr import PPRRetriever
 
 
 @dataclass(frozen=True)
@@ -74,17 +77,17 @@ class QuestionView:
     passages: list[PassageView] = field(default_factory=list)
 
 
-def _ppr(retriever: Any) -> Any:
+def _ppr(retriever: Retriever) -> PPRRetriever:
     """The PPR retriever inside ``retriever`` (a pool-rule wrapper keeps it as ``base``)."""
-    inner = retriever
+    inner: object = retriever
     while not hasattr(inner, "pagerank") and hasattr(inner, "base"):
         inner = inner.base
     if not hasattr(inner, "pagerank"):
         raise TypeError(f"explain needs a PPR retriever, got {type(retriever).__name__}")
-    return inner
+    return cast("PPRRetriever", inner)
 
 
-def explain(retriever: Any, question: str, titles: dict[str, str], *, k: int = 10) -> QuestionView:
+def explain(retriever: Retriever, question: str, titles: dict[str, str], *, k: int = 10) -> QuestionView:
     """Explain the ranking of ``question`` by a PPR retriever (bare or wrapped by the pool rule).
 
     Args:
@@ -141,7 +144,7 @@ def explain(retriever: Any, question: str, titles: dict[str, str], *, k: int = 1
     return view
 
 
-def explain_many(retriever: Any, questions: Sequence[str], titles: dict[str, str], *, k: int = 10
+def explain_many(retriever: Retriever, questions: Sequence[str], titles: dict[str, str], *, k: int = 10
                  ) -> list[QuestionView]:
     """:func:`explain` for each question."""
     return [explain(retriever, q, titles, k=k) for q in questions]

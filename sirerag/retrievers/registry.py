@@ -48,7 +48,8 @@ def options_of(name: str) -> frozenset[str]:
     return named | frozenset(declared or ())
 
 
-def load_base(name: str, index: LoadedIndex, **options: Any) -> Retriever:
+def load_base(name: str, index: LoadedIndex,
+              **options: Any) -> Retriever:  # Any: the retriever's options, of several types, checked here
     """One retriever (no fusion, no pool rule) over a loaded index; ConfigError for an option it does not
     take, naming the retriever, the option and the valid ones."""
     load = loader(name)

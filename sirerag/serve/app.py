@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, nullcontext
 from functools import partial
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping, TypeVar
 
 from sirerag.core.config.serve import API_KEY_ENV, ServeConfig
 from sirerag.core.errors import (ConfigError, IndexChangedError, IndexLockedError, InputError, SireragError, check,
@@ -34,6 +34,9 @@ from starlette.exceptions import HTTPException  # noqa: E402
 from starlette.requests import Request  # noqa: E402
 
 from sirerag.serve import schemas  # noqa: E402
+
+if TYPE_CHECKING:
+    from sirerag.llm.base import LLM
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -60,7 +63,7 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 def create_app(indexes: Mapping[str, str | Path] | IndexSet, config: ServeConfig | None = None, *,
-               api_key: str | None = None, reader: Any = None) -> FastAPI:
+               api_key: str | None = None, reader: LLM | None = None) -> FastAPI:
     """The server's ASGI app over ``indexes`` (``{name: folder}``, loaded now).
 
     Args:

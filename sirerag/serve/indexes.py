@@ -29,6 +29,8 @@ from sirerag.retrievers.base import check_query
 
 if TYPE_CHECKING:
     from sirerag.api import Index
+    from sirerag.llm.base import LLM
+    from sirerag.retrievers.base import Retriever
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -93,17 +95,13 @@ def key_matches(given: str | None, api_key: str) -> bool:
 
 
 def check_queries(queries: Sequence[str], k: int, config: ServeConfig) -> None:
-    """The bounds of one search request: 1..``max_batch`` non-empty queries of ``max_query_chars`` at most,
-    ``k`` from 1 to ``max_k``."""
+    """The bounds of one search request: 1..``max_batch`` non-empty queries of ``max_query_chars`` at most
+    (the library's rule, :func:`~sirerag.retrievers.base.check_query`), ``k`` from 1 to ``max_k``."""
     check(1 <= k <= config.max_k, "k", k, f"an integer from 1 to {config.max_k} (serve.max_k)")
     if not 1 <= len(queries) <= config.max_batch:
         raise InputError(f"a batch of {len(queries)} queries; give 1 to {config.max_batch} (serve.max_batch)")
-    check_query(queries[0] if len(queries) == 1 else list(queries))  # the CLI's message for one query
-    for n, query in enumerate(queries, start=1):
-        if len(query) > config.max_query_chars:
-            where = f"query {n}" if len(queries) > 1 else "query"
-            raise InputError(f"{where} has {len(query)} characters; at most {config.max_query_chars} "
-                             "(serve.max_query_chars)")
+    check_query(queries[0] if len(queries) == 1 else list(queries), max_chars=config.max_query_chars,
+                limit="serve.max_query_chars")  # the CLI's messages, one query named as the CLI names it
 
 
 def check_options(options: Mapping[str, Any]) -> None:
@@ -112,7 +110,7 @@ def check_options(options: Mapping[str, Any]) -> None:
         raise ConfigError(f"options {unknown} are not taken over the network; allowed: {sorted(CLIENT_OPTIONS)}")
 
 
-def load_reader(spec: str | None) -> Any:
+def load_reader(spec: str | None) -> LLM | None:
     """The reader of ``ask`` loaded from its spec (no call cache), or None without one."""
     if spec is None:
         return None
@@ -166,7 +164,7 @@ class ServedIndex:
             self._reload(stale=index)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def retriever(self, index: Index, name: str | None, options: Mapping[str, Any]) -> Any:
+    def retriever(self, index: Index, name: str | None, options: Mapping[str, Any]) -> Retriever:
         """The retriever ``name`` with ``options`` of ``index``, loaded once (a bounded number of them)."""
         key = (name, repr(sorted(options.items())))
         with self._load_lock:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 from sirerag.core.config.serve import ServeConfig
 from sirerag.core.errors import InputError, SireragError, require
 from sirerag.serve.indexes import ServedIndex, check_options, check_queries, load_reader
+
+if TYPE_CHECKING:
+    from sirerag.llm.base import LLM
 
 require("mcp.server.mcpserver", "mcp", purpose="sirerag mcp")
 
@@ -38,7 +41,7 @@ def told(kind: type[Exception]) -> Iterator[None]:
         raise kind(_one_line(exc)) from exc
 
 
-def create_server(served: ServedIndex, config: ServeConfig | None = None, *, reader: Any = None) -> MCPServer:
+def create_server(served: ServedIndex, config: ServeConfig | None = None, *, reader: LLM | None = None) -> MCPServer:
     """The MCP server over ``served``; ``reader`` (a loaded LLM) or ``config.llm`` answers ``ask``."""
     import anyio
 

@@ -51,9 +51,10 @@ from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import SireragError
 from sirerag.text.tokens import count_tokens_many
 from sirerag.trees.staleness import Staleness
-from sirerag.trees.base import TreeResult
+from sirerag.trees.base import Summarizer, TreeResult
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.core.types import Node, Tree
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +99,8 @@ def old_levels(nodes: Sequence[Node], tree: str, base_kinds: tuple[str, ...]) ->
 
 
 def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, np.ndarray], *, tree_name: Tree,
-                embedder: Any, summarizer: Any, clustering: ClusteringConfig, levels: int, random_state: int,
-                successors: dict[str, list[str]] | None = None, refresh_threshold: float = 0.0,
+                embedder: Embedder, summarizer: Summarizer, clustering: ClusteringConfig, levels: int,
+                random_state: int, successors: dict[str, list[str]] | None = None, refresh_threshold: float = 0.0,
                 staleness: dict[str, int] | None = None) -> tuple[list[list[Node]], UpdateStats]:
     """Update the tree ``old`` (nodes by level) to the new base level ``base``.
 
@@ -160,7 +161,7 @@ def update_tree(old: list[list[Node]], base: Sequence[Node], vectors: dict[str, 
 def _update_level(parents: Sequence[Node], prev_old: Sequence[Node], prev_new: Sequence[Node],
                   successors: dict[str, list[str]], vectors: dict[str, np.ndarray], stats: UpdateStats,
                   staleness: Staleness, *,
-                  tree_name: Tree, level: int, embedder: Any, summarizer: Any, clustering: ClusteringConfig,
+                  tree_name: Tree, level: int, embedder: Embedder, summarizer: Summarizer, clustering: ClusteringConfig,
                   random_state: int) -> tuple[list[Node], dict[str, list[str]]]:
     by_id = {n.id: n for n in prev_new}
     old_ids = {n.id for n in prev_old}
@@ -270,7 +271,7 @@ def _split_oversized(groups: list[_Group], vectors: dict[str, np.ndarray], token
 
 
 def _summarise(groups: list[_Group], by_id: dict[str, Node], vectors: dict[str, np.ndarray], *, tree_name: Tree,
-               level: int, embedder: Any, summarizer: Any) -> list[Node]:
+               level: int, embedder: Embedder, summarizer: Summarizer) -> list[Node]:
     if not groups:
         return []
     texts = list(summarizer.summarize([[by_id[m].text for m in g.members] for g in groups]))

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import load_npy, save_npy
 from sirerag.core.types import Node, Proposition, collapse_ws
-from sirerag.embedding.base import TokenWindow, l2_normalize, token_window
+from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window
 from sirerag.text.tokens import count_tokens_many
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 PROPOSITION_VECTORS = "propositions.npy"
 
 
-def encode_unique(embedder: Any, texts: Sequence[str]) -> np.ndarray:
+def encode_unique(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """Encode ``texts`` as documents, each distinct text once and all of them in one call sorted
     by length (so batches pad little whatever blocks a cache cuts them into); rows in input order."""
     distinct = sorted(dict.fromkeys(texts), key=len)
@@ -57,7 +57,7 @@ class Statement(Protocol):
     def text(self) -> str: ...
 
 
-def embed_propositions(embedder: Any, propositions: Sequence[Statement]) -> np.ndarray:
+def embed_propositions(embedder: Embedder, propositions: Sequence[Statement]) -> np.ndarray:
     """One row per proposition (its white-space-collapsed text), in input order."""
     return encode_unique(embedder, [collapse_ws(p.text) for p in propositions])
 
@@ -88,7 +88,7 @@ def derived_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], 
 
 
 def node_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], rows: np.ndarray | None,
-                 embedder: Any, *, mode: str) -> np.ndarray:
+                 embedder: Embedder, *, mode: str) -> np.ndarray:
     """The vectors of aggregate (or proposition) nodes by ``mode`` (``text``, ``window``, ``mean`` or
     ``token_mean``; the module docstring); ``rows`` are the proposition rows aligned with
     ``propositions`` (:func:`embed_propositions`), needed by every mode but ``text``."""
@@ -106,7 +106,7 @@ def node_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], row
     return window_vectors(nodes, propositions, rows, embedder, window)
 
 
-def window_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], rows: np.ndarray, embedder: Any,
+def window_vectors(nodes: Sequence[Node], propositions: Sequence[Proposition], rows: np.ndarray, embedder: Embedder,
                    window: TokenWindow) -> np.ndarray:
     """``window`` mode: nodes whose text fits ``window.max_input_tokens`` are embedded by ``embedder``; each
     other node gets the renormalised mean of the rows of the propositions the window would keep, in the
@@ -159,7 +159,7 @@ def _text_members(node: Node, propositions: Sequence[Proposition],
     return [(row, text) for text, row in found.items()] if " ".join(found) == node.text else None
 
 
-def _embed_texts(embedder: Any, nodes: Sequence[Node]) -> np.ndarray:
+def _embed_texts(embedder: Embedder, nodes: Sequence[Node]) -> np.ndarray:
     if not nodes:
         return np.zeros((0, int(getattr(embedder, "dim", 0))), dtype=np.float32)
     return np.asarray(embedder.encode_documents([n.text for n in nodes]), dtype=np.float32)
@@ -196,7 +196,7 @@ def load_proposition_vectors(index: str | Path, count: int) -> np.ndarray | None
     return np.asarray(rows, dtype=np.float32)
 
 
-def vectors_for(propositions: Sequence[Statement], known: Mapping[str, np.ndarray], embedder: Any) -> np.ndarray:
+def vectors_for(propositions: Sequence[Statement], known: Mapping[str, np.ndarray], embedder: Embedder) -> np.ndarray:
     """Rows for ``propositions``: a row of ``known`` (by proposition id) where there is one, the rest
     embedded (an update embeds only its new propositions)."""
     missing = [p for p in propositions if p.id not in known]

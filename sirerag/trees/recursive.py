@@ -26,8 +26,9 @@ from sirerag.clustering import ClusterStats, cluster
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import SireragError, check
 from sirerag.text.tokens import count_tokens_many
-from sirerag.trees.base import TreeResult, TreeStats
+from sirerag.trees.base import Summarizer, TreeResult, TreeStats
 from sirerag.core.types import Node, Tree
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,8 @@ def build_summary_levels(
     base: TreeResult,
     *,
     tree_name: Tree,
-    embedder: Any,
-    summarizer: Any,
+    embedder: Embedder,
+    summarizer: Summarizer,
     clustering: ClusteringConfig,
     levels: int,
     random_state: int,
@@ -125,8 +126,8 @@ def _summary_level(
     *,
     tree_name: Tree,
     level: int,
-    embedder: Any,
-    summarizer: Any,
+    embedder: Embedder,
+    summarizer: Summarizer,
     seconds: dict[str, float],
 ) -> tuple[list[Node], np.ndarray]:
     """Summarise and embed one level's clusters; returns the new nodes and their rows."""

@@ -20,16 +20,17 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from sirerag.core.config import ClusteringConfig, RelatednessConfig, TreeConfig
 from sirerag.trees.aggregates import build_aggregates, ordered_linked
-from sirerag.trees.base import TreeResult, TreeStats
+from sirerag.trees.base import Summarizer, TreeResult, TreeStats
 from sirerag.trees.proposition_vectors import derived_vectors, embed_propositions, node_vectors
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.core.types import Node, Proposition, collapse_ws
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ def proposition_nodes(propositions: Sequence[Proposition]) -> list[Node]:
 def build_relatedness_tree(
     propositions: Sequence[Proposition],
     *,
-    embedder: Any,
-    summarizer: Any,
+    embedder: Embedder,
+    summarizer: Summarizer,
     clustering: ClusteringConfig,
     tree: TreeConfig,
     relatedness: RelatednessConfig,

@@ -1,15 +1,16 @@
 """The similarity tree: RAPTOR's recursive clustering and summaries over the chunks."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from sirerag.core.config import ClusteringConfig, TreeConfig
 from sirerag.core.errors import InputError, check
-from sirerag.trees.base import TreeResult, TreeStats
+from sirerag.trees.base import Summarizer, TreeResult, TreeStats
 from sirerag.trees.recursive import build_summary_levels
 from sirerag.core.types import Chunk, Node
+from sirerag.embedding.base import Embedder
 
 
 def leaves_from_chunks(chunks: Sequence[Chunk], embeddings: np.ndarray) -> TreeResult:
@@ -33,8 +34,8 @@ def build_similarity_tree(
     chunks: Sequence[Chunk],
     leaf_embeddings: np.ndarray,
     *,
-    embedder: Any,
-    summarizer: Any,
+    embedder: Embedder,
+    summarizer: Summarizer,
     clustering: ClusteringConfig,
     tree: TreeConfig,
     random_state: int,

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Protocol, Sequence
 
 from sirerag.text.chunking import sentence_spans
 from sirerag.text.tokens import get_encoding
 from sirerag.core.types import Node
+
+
+class StaleCounts(Protocol):
+    """What :meth:`Staleness.keep` counts (an :class:`~sirerag.trees.incremental.UpdateStats`)."""
+
+    summaries_stale: int
+    summaries_same_text: int
 
 
 @dataclass
@@ -28,7 +35,7 @@ class Staleness:
     changed: dict[str, int]
 
     def keep(self, parent: Node, members: Sequence[str], by_id: dict[str, Node], old_by_id: dict[str, Node],
-             tokens: dict[str, int], stats: Any) -> Node | None:
+             tokens: dict[str, int], stats: StaleCounts) -> Node | None:
         """``parent`` with its old text over ``members`` (its new children), when that text may stay.
 
         Args:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, TypeVar
 
 from sirerag.core.config.sections import (
     SECTIONS,
@@ -23,6 +23,11 @@ from sirerag.core.config.sections import (
 )
 from sirerag.core.config.typecheck import SEED_LIMIT, check_types
 from sirerag.core.errors import ConfigError, check
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Section = TypeVar("_Section", bound="DataclassInstance")
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,7 +110,8 @@ class BuildConfig:
         return replace(self, **changes)
 
 
-def section_from_mapping(section_cls: type, values: Any, where: str, *, lists_as_tuples: bool = False) -> Any:
+def section_from_mapping(section_cls: type[_Section], values: object, where: str, *,
+                         lists_as_tuples: bool = False) -> _Section:
     """Build a config section from a TOML table; unknown settings and values of the wrong type
     are errors naming ``where`` (ranges are checked by the section's ``validate``)."""
     if not isinstance(values, Mapping):

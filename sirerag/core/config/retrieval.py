@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import typing
 from dataclasses import Field, dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sirerag.core.config.typecheck import check_types, describe
 from sirerag.core.errors import ConfigError, check
+
+_T = TypeVar("_T")
 
 #: ``linking`` choices: surface matches then HippoRAG v1's entities-to-nodes, or HippoRAG 2's query-to-fact
 Linking = Literal["ner", "fact"]
@@ -25,12 +27,12 @@ PassageSeeds = Literal["dense+bm25", "dense"]
 PoolMode = Literal["passages", "native"]
 
 
-def setting(default: Any, doc: str) -> Any:
+def setting(default: _T, doc: str) -> _T:
     """A settings field: its default and its one-line description (shown in the docs table and CLI help)."""
     return field(default=default, metadata={"doc": doc})
 
 
-def doc_of(f: Field[Any]) -> str:
+def doc_of(f: Field[object]) -> str:
     return str(f.metadata.get("doc", ""))
 
 
@@ -86,7 +88,7 @@ class BridgeSettings:
                                          "closest synonym titles (0: off)")
 
     @classmethod
-    def from_options(cls, **options: Any) -> "BridgeSettings":
+    def from_options(cls, **options: Any) -> "BridgeSettings":  # Any: values of several types, validated
         """Settings from field values (None or absent: the default), validated."""
         return cls(**{k: v for k, v in options.items() if v is not None}).validate()
 
@@ -156,7 +158,7 @@ class PPRSettings:
         return tuple(name for name, _, _ in options())
 
     @classmethod
-    def from_options(cls, **options: Any) -> "PPRSettings":
+    def from_options(cls, **options: Any) -> "PPRSettings":  # Any: values of several types, validated
         """Settings from search options (None or absent: the default), validated.
 
         Raises:
@@ -164,7 +166,7 @@ class PPRSettings:
         """
         return cls().with_options(**options)
 
-    def with_options(self, **options: Any) -> "PPRSettings":
+    def with_options(self, **options: Any) -> "PPRSettings":  # Any: values of several types, validated
         """These settings with the given search options replaced (None: kept), validated.
 
         Raises:
@@ -182,11 +184,11 @@ class PPRSettings:
         return replace(self, **mine, bridge=replace(self.bridge, **bridge), pool=replace(self.pool, **pool)).validate()
 
 
-def options(settings: PPRSettings | None = None) -> list[tuple[str, Field[Any], Any]]:
+def options(settings: PPRSettings | None = None) -> list[tuple[str, Field[object], object]]:
     """``(option name, field, value)`` of every search option of ``settings`` (default: :class:`PPRSettings`'s
     defaults), in the order of :meth:`PPRSettings.option_names`."""
     settings = settings or PPRSettings()
-    out: list[tuple[str, Field[Any], Any]] = []
+    out: list[tuple[str, Field[object], object]] = []
     for f in fields(settings):
         value = getattr(settings, f.name)
         if f.name == "bridge":
@@ -198,18 +200,18 @@ def options(settings: PPRSettings | None = None) -> list[tuple[str, Field[Any], 
     return out
 
 
-def choices(f: Field[Any]) -> tuple[Any, ...] | None:
+def choices(f: Field[object]) -> tuple[object, ...] | None:
     """The values a ``Literal`` field allows, else None."""
     hint = typing.get_type_hints(_owner(f))[f.name]
     return typing.get_args(hint) if typing.get_origin(hint) is Literal else None
 
 
-def kind(f: Field[Any]) -> str:
+def kind(f: Field[object]) -> str:
     """What a field takes, for the docs table (``a number``, ``one of 'ner', 'fact'``...)."""
     return describe(typing.get_type_hints(_owner(f))[f.name])
 
 
-def _owner(f: Field[Any]) -> type:
+def _owner(f: Field[object]) -> type:
     for cls in (PPRSettings, BridgeSettings, PoolRule):
         if any(g is f for g in fields(cls)):
             return cls

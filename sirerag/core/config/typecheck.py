@@ -13,9 +13,12 @@ import types
 import typing
 from dataclasses import fields, is_dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sirerag.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 #: seeds reach numpy's RandomState, which takes 0 <= seed < 2**32
 SEED_LIMIT = 2**32
@@ -26,7 +29,7 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def check_types(obj: Any, where: str = "") -> None:
+def check_types(obj: DataclassInstance, where: str = "") -> None:
     """Raise :class:`ConfigError` unless every field of the dataclass ``obj`` holds exactly
     its annotated type.
 
@@ -75,7 +78,7 @@ def _matches(value: Any, hint: Any) -> bool:
     raise TypeError(f"check_types: unsupported annotation {hint!r}")
 
 
-def describe(hint: Any) -> str:
+def describe(hint: object) -> str:
     """What a value of type ``hint`` looks like, for messages (``"a number"``, ``"true or false"``)."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is type(None):

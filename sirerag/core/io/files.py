@@ -33,7 +33,7 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
     return n
 
 
-def loads_index_json(raw: bytes | str) -> Any:
+def loads_index_json(raw: bytes | str) -> Any:  # Any: a parsed JSON value
     """Parse one JSON value of an index file: with orjson (several times faster on the pool's and the graph's
     files, which every search reads at start); what orjson refuses and the standard library reads (``NaN``,
     a lone surrogate) goes to :func:`json.loads`, whose error the caller reports.
@@ -47,7 +47,7 @@ def loads_index_json(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
-def read_index_json(path: str | Path) -> Any:
+def read_index_json(path: str | Path) -> Any:  # Any: a parsed JSON value
     """A JSON file of an index, parsed by :func:`loads_index_json`; IndexFormatError naming it if unreadable."""
     try:
         return loads_index_json(Path(path).read_bytes())
@@ -55,7 +55,8 @@ def read_index_json(path: str | Path) -> Any:
         raise IndexFormatError(f"{path}: unreadable index file ({exc}); rebuild the index") from exc
 
 
-def read_jsonl_numbered(path: str | Path, *, keep_surrogates: bool = False) -> Iterator[tuple[int, Any]]:
+def read_jsonl_numbered(path: str | Path, *,
+                        keep_surrogates: bool = False) -> Iterator[tuple[int, Any]]:  # Any: parsed JSON values
     """Yield ``(line number, parsed value)`` for each non-blank line; errors name the file and line.
     Lone surrogates are removed from every string, with a count in the log (unless ``keep_surrogates``:
     the caller cleans the text itself)."""
@@ -99,14 +100,14 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
         yield obj
 
 
-def json_type(value: Any) -> str:
+def json_type(value: object) -> str:
     """The JSON name of a parsed value's type (for error messages)."""
     names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
              float: "number", type(None): "null"}
     return names.get(type(value), type(value).__name__)
 
 
-def write_json(path: str | Path, obj: Any) -> None:
+def write_json(path: str | Path, obj: object) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, sort_keys=False) + "\n", encoding="utf-8")
 
@@ -118,7 +119,7 @@ def user_cache_dir(*parts: str) -> Path:
     return Path(base, "sirerag", *parts)
 
 
-def read_json(path: str | Path, *, keep_surrogates: bool = False) -> Any:
+def read_json(path: str | Path, *, keep_surrogates: bool = False) -> Any:  # Any: a parsed JSON value
     """The parsed JSON file; errors name it. Lone surrogates are removed as by :func:`read_jsonl_numbered`."""
     path = Path(path)
     if not path.is_file():

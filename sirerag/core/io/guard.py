@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from sirerag.core.errors import ConfigError, IndexFormatError
 from sirerag.core.io.contained import Folder, check_inside, field_name
@@ -90,7 +90,7 @@ def _refuse_in_index(path: Path, shown: Any, option: str) -> None:
                           "(choose a path outside it)")
 
 
-def _refuse_inputs(path: Path, shown: Any, option: str, inputs: Iterable[Any], *, folder: bool) -> None:
+def _refuse_inputs(path: Path, shown: Any, option: str, inputs: Iterable[str | Path | None], *, folder: bool) -> None:
     """``path`` may not be an input, lie inside an input folder, or (a folder) hold an input."""
     for given in inputs:
         if given is None:
@@ -102,8 +102,8 @@ def _refuse_inputs(path: Path, shown: Any, option: str, inputs: Iterable[Any], *
                               "somewhere else")
 
 
-def check_file_out(path: str | Path, option: str, *, inputs: Iterable[Any] = (),
-                   others: Iterable[Any] = ()) -> Path:
+def check_file_out(path: str | Path, option: str, *, inputs: Iterable[str | Path | None] = (),
+                   others: Iterable[str | Path | None] = ()) -> Path:
     """Check a file output (a report, an eval result, a run, a plot) before any work.
 
     Args:
@@ -143,7 +143,7 @@ def _shown(names: list[str]) -> str:
 
 
 def check_index_out(out: str | Path, *, keep: tuple[str, ...] = UNLISTED, option: str = "--out",
-                    inputs: Iterable[Any] = (), command: str = "build") -> Path:
+                    inputs: Iterable[str | Path | None] = (), command: str = "build") -> Path:
     """Check that a build may replace ``out``: missing, empty, or a sirerag index whose folder
     holds only files sirerag wrote (the files its manifest lists, ``keep`` folders such as
     ``cache/``), not inside another index and holding no input. Returns the resolved path.
@@ -230,7 +230,7 @@ def check_export_out(out: str | Path, source: str | Path, *, overwrite: bool, op
     return resolved
 
 
-def check_dataset_out(out: str | Path, *, inputs: Iterable[Any] = (), option: str = "--out") -> Path:
+def check_dataset_out(out: str | Path, *, inputs: Iterable[str | Path | None] = (), option: str = "--out") -> Path:
     """``out`` of ``data convert``: missing, empty, or a folder an earlier conversion wrote (its
     :data:`DATASET_MARKER` lists every file in it); never around, inside or equal to an input, and
     never inside an index. Returns the resolved path."""
@@ -249,7 +249,7 @@ def check_dataset_out(out: str | Path, *, inputs: Iterable[Any] = (), option: st
     return resolved
 
 
-def dataset_marker(files: Iterable[str], **info: Any) -> dict[str, Any]:
+def dataset_marker(files: Iterable[str], **info: Any) -> dict[str, Any]:  # Any: JSON values
     """The content of :data:`DATASET_MARKER` for a folder holding ``files`` (relative paths)."""
     return {"generator": GENERATOR, **info, "files": sorted(files)}
 
@@ -294,7 +294,8 @@ def parent_files(index: Path) -> set[str]:
     return listed | {MANIFEST} if listed is not None else set(LEGACY_NAMES)
 
 
-def check_file_outs(outputs: dict[str, Any], *, inputs: Iterable[Any] = ()) -> dict[str, Path | None]:
+def check_file_outs(outputs: Mapping[str, str | Path | None], *,
+                    inputs: Iterable[str | Path | None] = ()) -> dict[str, Path | None]:
     """:func:`check_file_out` for each ``{option: path or None}`` of one command (each also against
     the others); returns ``{option: resolved path or None}``."""
     inputs = [i for i in inputs if i is not None]

@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from sirerag.core.io.atomic import make_temp_dir, swap_dir
 from sirerag.core.io.guard import check_index_out, refuse_special
@@ -63,7 +63,7 @@ def recover(out: Path, keep: tuple[str, ...] = UNLISTED) -> None:
 
 @contextlib.contextmanager
 def staged_index(out: str | Path, *, command: str = "build", keep: tuple[str, ...] = UNLISTED,
-                 inputs: tuple[Any, ...] = (), option: str = "--out") -> Iterator[Path]:
+                 inputs: tuple[str | Path | None, ...] = (), option: str = "--out") -> Iterator[Path]:
     """Hold ``out``'s lock and yield an empty staging folder; on success it replaces ``out``.
 
     Args:

@@ -12,7 +12,7 @@ logger = logging.getLogger(__name__)
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
-def strip_surrogates(value: Any) -> tuple[Any, int]:
+def strip_surrogates(value: Any) -> tuple[Any, int]:  # Any: a parsed JSON value, given back cleaned
     """``value`` (a string, or lists and objects of them) without lone surrogates (``"\\ud800"`` in
     JSON: not Unicode text, and no UTF-8 encoder takes it); returns it and how many were removed."""
     if isinstance(value, str):

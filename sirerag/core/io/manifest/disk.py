@@ -39,7 +39,8 @@ def commit_id(manifest: Manifest) -> str:
     return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
-def write_manifest(directory: str | Path, manifest: Manifest | None = None, **content: Any) -> Manifest:
+def write_manifest(directory: str | Path, manifest: Manifest | None = None,
+                   **content: Any) -> Manifest:  # Any: JSON values
     """Write ``manifest.json`` (the format marker and versions first, ``files`` last), listing every file
     now in ``directory``; call it after every other file is written. The sections are those of ``manifest``
     (a manifest read back, for an update) with the fields of ``content`` (JSON values) over them; the

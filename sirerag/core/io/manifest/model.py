@@ -51,7 +51,7 @@ class Manifest:
     keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str | Path = MANIFEST) -> "Manifest":
+    def from_dict(cls, data: object, *, source: str | Path = MANIFEST) -> "Manifest":
         """Read a manifest's JSON object. Raises IndexFormatError naming ``source`` and the bad field."""
         try:
             return cls._read(data)

@@ -17,17 +17,17 @@ FORMAT_MARKER = "sirerag-index"
 HEADER = ("format", "format_version", "sirerag_version", "files")
 
 
-def bad_field(where: str, expected: str, value: Any, record: str = "manifest") -> IndexFormatError:
+def bad_field(where: str, expected: str, value: object, record: str = "manifest") -> IndexFormatError:
     """The error of a field of ``record`` (the manifest, or another file such as ``graph.json``)."""
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     return IndexFormatError(f"{record} field {where!r} must be {expected}, got {shown}")
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -42,14 +42,14 @@ _KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def as_object(data: Any, where: str, record: str = "manifest") -> dict[str, Any]:
+def as_object(data: object, where: str, record: str = "manifest") -> dict[str, Any]:
     if not isinstance(data, dict):
         raise bad_field(where, "an object", data, record)
     return data
 
 
 def take(data: Mapping[str, Any], key: str, kind: str, where: str, *, required: bool = False,
-          nullable: bool = True, record: str = "manifest") -> Any:
+          nullable: bool = True, record: str = "manifest") -> Any:  # Any: a JSON value, of the kind checked
     """``data[key]`` checked against ``kind`` (:data:`_KINDS`); None when absent (or null and ``nullable``).
     ``record``: the file the field is in, for the message."""
     name = f"{where}.{key}" if where else key
@@ -92,7 +92,7 @@ class FileRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "files") -> "FileRecord":
+    def from_dict(cls, data: object, where: str = "files") -> "FileRecord":
         data = as_object(data, where)
         shape = take(data, "shape", "ints", where)
         return cls(size=take(data, "size", "int", where, required=True),
@@ -119,7 +119,7 @@ class EmbedderRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "embedder") -> "EmbedderRecord":
+    def from_dict(cls, data: object, where: str = "embedder") -> "EmbedderRecord":
         data = as_object(data, where)
         return cls(spec=take(data, "spec", "str", where), load_spec=take(data, "load_spec", "str", where),
                    dim=take(data, "dim", "int", where), query_export=take(data, "query_export", "dict", where),
@@ -144,7 +144,7 @@ class GraphStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "components.graph.stats") -> "GraphStats":
+    def from_dict(cls, data: object, where: str = "components.graph.stats") -> "GraphStats":
         data = as_object(data, where)
         return cls(passage_nodes=take(data, "passage_nodes", "int", where),
                    linked_titles=take(data, "linked_titles", "int", where), extra=_extra(data, cls))
@@ -167,7 +167,7 @@ class Component:
     indexes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "components") -> "Component":
+    def from_dict(cls, data: object, where: str = "components") -> "Component":
         data = as_object(data, where)
         stats, indexes = take(data, "stats", "dict", where), take(data, "indexes", "dict", where) or {}
         for key, record in indexes.items():
@@ -196,7 +196,7 @@ class Drift:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "drift") -> "Drift":
+    def from_dict(cls, data: object, where: str = "drift") -> "Drift":
         data = as_object(data, where)
         return cls(leaves_at_full_build=take(data, "leaves_at_full_build", "int", where, required=True),
                    leaves_added=take(data, "leaves_added", "int", where) or 0,
@@ -223,7 +223,7 @@ class Corpus:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "corpus") -> "Corpus":
+    def from_dict(cls, data: object, where: str = "corpus") -> "Corpus":
         data = as_object(data, where)
         return cls(documents=take(data, "documents", "int", where), extra=_extra(data, cls))
 
@@ -242,7 +242,7 @@ class Resources:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "resources") -> "Resources":
+    def from_dict(cls, data: object, where: str = "resources") -> "Resources":
         data = as_object(data, where)
         stages = take(data, "stage_peak_rss_mib", "dict", where)
         if stages is not None and not all(_is_number(v) for v in stages.values()):

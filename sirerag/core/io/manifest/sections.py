@@ -5,15 +5,18 @@ from, with its typed fields over it (``to_dict``: the fields this version does n
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from sirerag.core.io.manifest.records import as_object, bad_field, take
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
-def written(record: Any) -> dict[str, Any]:
+
+def written(record: DataclassInstance) -> dict[str, Any]:
     """The JSON object of a record that keeps what it was read from in ``raw``: ``raw`` (its keys in their
     order), with the typed fields that are set over it (records nested in them written the same way)."""
-    out = dict(record.raw)
+    out = dict(getattr(record, "raw"))
     for f in fields(record):
         value = getattr(record, f.name)
         if f.name != "raw" and value is not None:
@@ -33,7 +36,7 @@ class ConfigRecord:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "config") -> "ConfigRecord":
+    def from_dict(cls, data: object, where: str = "config") -> "ConfigRecord":
         data = as_object(data, where)
         trees = take(data, "trees", "list", where)
         if trees is not None and not all(isinstance(t, str) for t in trees):
@@ -64,7 +67,7 @@ class TreeCounts:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> "TreeCounts":
+    def from_dict(cls, data: object, where: str) -> "TreeCounts":
         data = as_object(data, where)
         return cls(nodes=take(data, "nodes", "int", where), stop_reason=take(data, "stop_reason", "str", where),
                    variant=take(data, "variant", "str", where),
@@ -83,7 +86,7 @@ class PoolCounts:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "counts.pool") -> "PoolCounts":
+    def from_dict(cls, data: object, where: str = "counts.pool") -> "PoolCounts":
         data = as_object(data, where)
         by_level = take(data, "by_tree_kind_level", "dict", where)
         if by_level is not None and not all(isinstance(n, int) for n in by_level.values()):
@@ -107,7 +110,7 @@ class Counts:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "counts") -> "Counts":
+    def from_dict(cls, data: object, where: str = "counts") -> "Counts":
         data = as_object(data, where)
         pool = take(data, "pool", "dict", where)
         trees = {name: TreeCounts.from_dict(data[name], f"{where}.{name}") if data.get(name) is not None else None
@@ -139,7 +142,7 @@ class HistoryEntry:
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str = "history") -> "HistoryEntry":
+    def from_dict(cls, data: object, where: str = "history") -> "HistoryEntry":
         data = as_object(data, where)
         ints = {f.name: take(data, f.name, "int", where) for f in fields(cls)
                 if f.name not in ("command", "time", "refresh_threshold", "raw")}
