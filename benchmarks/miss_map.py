@@ -89,22 +89,21 @@ def passage_entities(graph: Any, passage: str) -> list[int]:
 
 
 def classify(graph: Any, question: str, title: str, passage: str, others: Sequence[str], seeds: Any) -> dict:
-    """The group of a missed gold passage (module docstring) and the evidence: the passage's linked and bridged
-    entities, the ones the question names, and the entities it shares with the other gold passages ``others``
-    (each with its passage count)."""
+    """The group of a missed gold passage (module docstring) and the evidence: the passage's linked entities
+    (``[name, passages]``) and bridged ones (``[name, hop, passages]``), the ones the question names, and the
+    entities it shares with the other gold passages ``others`` (``[name, passages]``, fewest passages first)."""
     if passage not in graph.passage_index:
         return {"group": "not in graph"}
     mine = passage_entities(graph, passage)
     linked = {node for _, node, _ in seeds.query_entities}
     bridged = {b.node: b.hop for b in seeds.bridges}
     shared = set().union(*(passage_entities(graph, o) for o in others)) if others else set()
-    name = graph.entities.__getitem__
+    name, count = graph.entities.__getitem__, lambda n: int(graph.entity_passages[n])
     out = {"entities": len(mine),
-           "linked": [name(n) for n in mine if n in linked],
-           "bridged": [[name(n), bridged[n]] for n in mine if n in bridged],
+           "linked": [[name(n), count(n)] for n in mine if n in linked],
+           "bridged": [[name(n), bridged[n], count(n)] for n in mine if n in bridged],
            "named": [name(n) for n in mine if _named(question, name(n))],
-           "shared": sorted(([name(n), int(graph.entity_passages[n])] for n in mine if n in shared),
-                            key=lambda x: x[1])}
+           "shared": sorted(([name(n), count(n)] for n in mine if n in shared), key=lambda x: x[1])}
     bare = _QUALIFIER.sub("", title)
     if _named(question, bare) and not {bare, title} & set(out["named"]):
         out["named"].append(title)  # "My Fair Lady" named, the passage titled "My Fair Lady (film)"

@@ -51,7 +51,7 @@ def test_each_missed_passage_falls_in_the_first_group_that_holds(graph):
         "p1": "linked", "p2": "bridged", "p3": "extracted, not bridged", "p4": "not extracted",
         "p5": "named, not linked", "p9": "not in graph"}
     assert [misses[p]["rank"] for p in gold] == [6, 7, 8, 9, 10, None]
-    assert misses["p1"]["linked"] == ["Marta Kowalski"] and misses["p2"]["bridged"] == [["Zielonka", 1]]
+    assert misses["p1"]["linked"] == [["Marta Kowalski", 1]] and misses["p2"]["bridged"] == [["Zielonka", 1, 2]]
     assert misses["p3"]["shared"] == [["Biała Creek", 2]]  # shared with gold p2, in two passages
     assert misses["p5"]["named"] == ["Jan Nowak"]  # the title node "Jan Nowak (writer)" is not in the question
     assert [misses[p]["previous_found"] for p in gold] == [None, False, False, False, False, False]
