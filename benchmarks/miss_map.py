@@ -6,9 +6,12 @@ passage missed at 5 with its rank and why the walk did not bring it.
 The retriever is the index's default (``ppr``), ranked and scored by ``evaluate_retrieval`` as ``sirerag eval``
 does; its query linking is read back with :func:`~sirerag.retrievers.ppr_explain.question_seeds`.
 
-Question types (``--types``, ``auto`` picks by the fields): ``hops`` (MuSiQue's ``hops``; the position of a
-gold passage in ``gold_passage_ids`` is its hop), ``field`` (the ``type`` field, 2Wiki's four types) and
-``hotpot`` (HotpotQA's ``type`` where the row has it, else :func:`hotpot_type`, a heuristic on the text).
+Question types (``--types``, ``auto`` picks by the fields): ``hops`` (MuSiQue's ``hops``), ``field`` (the
+``type`` field, 2Wiki's four types) and ``hotpot`` (HotpotQA's ``type`` where the row has it, else
+:func:`hotpot_type`, a heuristic on the text). A gold passage's hop is its position in ``gold_passage_ids``, or,
+with ``--hop-order FILE ...`` (MuSiQue's own files: ``id``, ``paragraphs``, ``question_decomposition``), the
+decomposition step whose supporting paragraph has its text (:func:`hop_order`); the bench's gold lists are in
+paragraph order, which is the hop order for about a third of MuSiQue's questions only.
 
 A missed gold passage falls in the first of these groups that holds (the entities of a passage are the graph's
 entity nodes tied to it: its title and the entities of its propositions):
@@ -19,6 +22,8 @@ entity nodes tied to it: its title and the entities of its propositions):
   entities, and linking did not pick it;
 - ``extracted, not bridged``: it shares an entity with another gold passage of the question (the hop is in the
   graph), and bridging did not take it;
+- ``hub only``: it is tied to the seeds, the bridges or the other gold passages only through hubs (entities in
+  more than ``--hub`` passages, default :data:`HUB`, which count for none of the groups above);
 - ``not extracted``: none of these: the entity that would tie it to the question or to the other gold passages
   is not in the graph (a variant of a name, a relation written only in words the extractor does not keep);
 - ``not in graph``: the passage is not a passage node of the graph (not in the index).
@@ -35,7 +40,11 @@ from benchmarks.bench_pools import MemoEmbedder
 from benchmarks.harness import Report, Timer, add_json_argument
 
 KS = (2, 5, 10)
-GROUPS = ("linked", "bridged", "named, not linked", "extracted, not bridged", "not extracted", "not in graph")
+GROUPS = ("linked", "bridged", "named, not linked", "extracted, not bridged", "hub only", "not extracted",
+          "not in graph")
+#: an entity in more passages than this (about 1% of a bench corpus) links nothing: PageRank spreads its mass
+#: over all of them ("American", in 1,187 of 2Wiki's passages)
+HUB = 50
 RANK_BANDS = ((6, 10), (11, 20), (21, 50), (51, None))
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 _AUXILIARY = re.compile(r"^\s*(are|is|was|were|do|does|did|have|has|can|could)\b", re.I)
@@ -88,10 +97,12 @@ def passage_entities(graph: Any, passage: str) -> list[int]:
     return sorted(int(n) for n in neighbours if n < graph.n_entities)
 
 
-def classify(graph: Any, question: str, title: str, passage: str, others: Sequence[str], seeds: Any) -> dict:
-    """The group of a missed gold passage (module docstring) and the evidence: the passage's linked entities
-    (``[name, passages]``) and bridged ones (``[name, hop, passages]``), the ones the question names, and the
-    entities it shares with the other gold passages ``others`` (``[name, passages]``, fewest passages first)."""
+def classify(graph: Any, question: str, title: str, passage: str, others: Sequence[str], seeds: Any, *,
+             hub: int = HUB) -> dict:
+    """The group of a missed gold passage (module docstring; an entity in more than ``hub`` passages links
+    nothing) and the evidence: the passage's linked entities (``[name, passages]``) and bridged ones (``[name,
+    hop, passages]``), the ones the question names, and the entities it shares with the other gold passages
+    ``others`` (``[name, passages]``, fewest passages first)."""
     if passage not in graph.passage_index:
         return {"group": "not in graph"}
     mine = passage_entities(graph, passage)
@@ -107,13 +118,17 @@ def classify(graph: Any, question: str, title: str, passage: str, others: Sequen
     bare = _QUALIFIER.sub("", title)
     if _named(question, bare) and not {bare, title} & set(out["named"]):
         out["named"].append(title)  # "My Fair Lady" named, the passage titled "My Fair Lady (film)"
-    group = "linked" if out["linked"] else "bridged" if out["bridged"] else "named, not linked" \
-        if out["named"] else "extracted, not bridged" if out["shared"] else "not extracted"
+    def specific(rows: list) -> bool:
+        return any(row[-1] <= hub for row in rows)
+
+    group = "linked" if specific(out["linked"]) else "bridged" if specific(out["bridged"]) else \
+        "named, not linked" if out["named"] else "extracted, not bridged" if specific(out["shared"]) else \
+        "hub only" if out["linked"] or out["bridged"] or out["shared"] else "not extracted"
     return {"group": group, **out}
 
 
 def breakdown(graph: Any, titles: Mapping[str, str], questions: Sequence[Any], rankings: Mapping[str, Sequence[str]],
-              seeds: Sequence[Any], types: Mapping[str, str], *, k: int = 5) -> dict:
+              seeds: Sequence[Any], types: Mapping[str, str], *, k: int = 5, hub: int = HUB) -> dict:
     """Recall by type, and every gold passage missed at ``k`` classified (:func:`classify`), from the
     retriever's rankings and its linking of each question."""
     from sirerag.evaluation.metrics import passage_recall
@@ -137,7 +152,8 @@ def breakdown(graph: Any, titles: Mapping[str, str], questions: Sequence[Any], r
             if passage in found:
                 continue
             rank = ranked.index(passage) + 1 if passage in ranked else None
-            why = classify(graph, q.question, titles.get(passage, ""), passage, [g for g in gold if g != passage], s)
+            why = classify(graph, q.question, titles.get(passage, ""), passage, [g for g in gold if g != passage], s,
+                           hub=hub)
             previous = gold[hop - 2] in found if hop > 1 else None
             misses.append({"question": q.id, "type": kind, "hop": hop, "of": len(gold), "passage": passage,
                            "title": titles.get(passage, ""), "rank": rank, "previous_found": previous, **why})
@@ -153,22 +169,49 @@ def breakdown(graph: Any, titles: Mapping[str, str], questions: Sequence[Any], r
     bands: dict[str, Counter] = {}
     for m in misses:
         bands.setdefault(m["group"], Counter())[band(m["rank"])] += 1
-    return {"k": k, "by_type": dict(sorted(by_type.items())),
+    return {"k": k, "hub": hub, "by_type": dict(sorted(by_type.items())),
             "by_hop": [{"type": t, "hop": h, **dict(c)} for (t, h), c in sorted(positions.items())],
             "rank_bands": {g: dict(c) for g, c in bands.items()}, "misses": misses}
 
 
 def band(rank: int | None) -> str:
     """The rank band of a missed passage: ``6-10``, ``11-20``, ``21-50``, ``51+`` or ``unranked`` (past the depth)."""
-    for low, high in RANK_BANDS:
-        if rank is not None and rank >= low and (high is None or rank <= high):
-            return f"{low}-{high}" if high else f"{low}+"
-    return "unranked"
+    return next((f"{lo}-{hi}" if hi else f"{lo}+" for lo, hi in RANK_BANDS
+                 if rank is not None and lo <= rank and (hi is None or rank <= hi)), "unranked")
+
+
+def hop_order(questions: Sequence[Any], texts: Mapping[str, str], sources: Sequence[str]) -> tuple[list[Any], int]:
+    """The questions with their gold passages in hop order where one of the MuSiQue files ``sources`` (a JSON list
+    or JSON lines of ``{id, paragraphs, question_decomposition}``) has the question: hop ``i`` is the gold passage
+    whose text (``texts``: passage id -> text; white space collapsed) is that of step ``i``'s supporting paragraph.
+    Also the number of questions reordered so (the others keep their order)."""
+    import json
+    from dataclasses import replace
+    from pathlib import Path
+
+    def norm(text: str) -> str:
+        return " ".join(text.split())
+
+    steps: dict[str, list[str]] = {}
+    for source in sources:
+        raw = Path(source).read_text(encoding="utf-8")
+        for row in json.loads(raw) if raw.lstrip().startswith("[") else map(json.loads, raw.splitlines()):
+            steps.setdefault(str(row["id"]), [norm(row["paragraphs"][d["paragraph_support_idx"]]["paragraph_text"])
+                                              for d in row["question_decomposition"]])
+    out, done = [], 0
+    for q in questions:
+        by_text = {norm(texts.get(g, "")): g for g in q.gold_passage_ids}
+        order = [by_text.get(t) for t in steps.get(q.id, [])]
+        if order and sorted(map(str, order)) == sorted(q.gold_passage_ids):
+            q, done = replace(q, gold_passage_ids=tuple(order)), done + 1
+        out.append(q)
+    return out, done
 
 
 def run(index_dir: str, questions_path: str, *, split: str | None = None, limit: int | None = None,
-        types: str = "auto", k: int = 5) -> dict:
-    """Evaluate the index's default retriever on the questions and map its misses at ``k`` (:func:`breakdown`)."""
+        types: str = "auto", k: int = 5, hop_sources: Sequence[str] = (), hub: int = HUB) -> dict:
+    """Evaluate the index's default retriever on the questions and map its misses at ``k`` (:func:`breakdown`),
+    the gold passages in hop order from ``hop_sources`` (:func:`hop_order`) where they have the question."""
     from sirerag.core.io.files import read_jsonl_numbered
     from sirerag.evaluation.retrieval import evaluate_retrieval, load_questions
     from sirerag.pool.loaded import load_index
@@ -188,13 +231,16 @@ def run(index_dir: str, questions_path: str, *, split: str | None = None, limit:
     with Timer() as timer:
         evaluation = evaluate_retrieval(index.pool, retriever, questions, show_progress=False)
     seeds = question_seeds(retriever, [q.question for q in questions])
-    titles = {d.id: d.title for d in index.documents()}
-    result = breakdown(ppr_of(retriever).graph, titles, questions, evaluation.rankings, seeds, kinds, k=k)
+    documents = index.documents()
+    titles = {d.id: d.title for d in documents}
+    questions, reordered = hop_order(questions, {d.id: d.text for d in documents}, hop_sources)
+    result = breakdown(ppr_of(retriever).graph, titles, questions, evaluation.rankings, seeds, kinds, k=k, hub=hub)
     overall = evaluation.to_dict()
     return {"index": str(index_dir), "questions": str(questions_path), "split": split, "types": mode,
             "retriever": name, "n_questions": len(questions), "eval_s": round(timer.wall_s, 1),
             "overall": {key: overall[key] for key in (*(f"passage_recall@{n}" for n in KS), "mrr@10")},
             "typed_by_heuristic": sum(1 for q in questions if mode == "hotpot" and not rows[q.id].get("type")),
+            "hop_order_from_sources": reordered,
             **result}
 
 
@@ -208,12 +254,14 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append(f"| {kind} | {r['questions']} | {r['recall@2']:.3f} | {r['recall@5']:.3f} | "
                      f"{r['recall@10']:.3f} | {r['gold']} | {r['missed']} | {r['fallback']} |")
     groups = [g for g in GROUPS if any(g in r["groups"] for r in result["by_type"].values())]
-    lines += ["", f"missed gold passages at {k}, by why:", "", "| type | missed | " + " | ".join(groups) + " |",
+    lines += ["", f"missed gold passages at {k}, by why (a hub: an entity in over {result['hub']} passages):", "", "| type | missed | " + " | ".join(groups) + " |",
               "| --- | ---: |" + " ---: |" * len(groups)]
     for kind, r in result["by_type"].items():
         lines.append(f"| {kind} | {r['missed']} | " + " | ".join(str(r["groups"].get(g, 0)) for g in groups) + " |")
     if result["types"] == "hops":
-        lines += ["", f"by hop (position in gold_passage_ids); previous found = the hop before it is in the top {k}:",
+        source = f"the decomposition of {result['hop_order_from_sources']} questions, the gold order of the others" \
+            if result.get("hop_order_from_sources") else "the position in gold_passage_ids"
+        lines += ["", f"by hop ({source}); previous found = the hop before it is in the top {k}:",
                   "", "| type | hop | gold | missed | previous found | " + " | ".join(groups) + " |",
                   "| --- | ---: | ---: | ---: | ---: |" + " ---: |" * len(groups)]
         for r in result["by_hop"]:
@@ -238,13 +286,16 @@ def main() -> None:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--types", default="auto", choices=["auto", "hops", "field", "hotpot"])
     ap.add_argument("--k", type=int, default=5, help="the cut-off a gold passage is missed at (default 5)")
+    ap.add_argument("--hub", type=int, default=HUB, help=f"an entity in more passages links nothing (default {HUB})")
+    ap.add_argument("--hop-order", nargs="+", default=[], metavar="FILE",
+                    help="MuSiQue files with question_decomposition: gold passages in hop order (hop_order)")
     ap.add_argument("--markdown", metavar="PATH", help="also write the tables here")
     add_json_argument(ap)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     report = Report("miss_map")
     report.results.update(run(args.index, args.questions, split=args.split, limit=args.limit, types=args.types,
-                              k=args.k))
+                              k=args.k, hop_sources=args.hop_order, hub=args.hub))
     text = markdown(report.results)
     print(text, flush=True)
     if args.markdown:

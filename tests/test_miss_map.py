@@ -64,6 +64,10 @@ def test_each_missed_passage_falls_in_the_first_group_that_holds(graph):
                                     "not in graph": {"unranked": 1}}
     assert [(r["hop"], r["gold"], r["missed"]) for r in result["by_hop"] if r["type"] == "chain"] == \
         [(hop, 1, 1) for hop in range(1, 7)]
+    # an entity in more passages than ``hub`` links nothing: Zielonka and Biała Creek (two passages each) are hubs
+    hubs = miss_map.breakdown(graph, titles, questions, rankings, [seeds, Seeds()], {"q1": "chain", "q2": "one"}, hub=1)
+    assert [m["group"] for m in hubs["misses"]] == ["linked", "hub only", "hub only", "not extracted",
+                                                   "named, not linked", "not in graph"]
 
 
 def test_question_types_from_hops_the_type_field_or_hotpots_heuristic():
@@ -78,6 +82,18 @@ def test_question_types_from_hops_the_type_field_or_hotpots_heuristic():
     assert miss_map.question_types(hotpot) == (
         {"a": "comparison", "b": "comparison", "c": "bridge", "d": "bridge"}, "hotpot")  # the field wins
     assert miss_map.band(6) == "6-10" and miss_map.band(51) == "51+" and miss_map.band(None) == "unranked"
+
+
+def test_hop_order_follows_musiques_decomposition_matched_by_paragraph_text(tmp_path):
+    texts = {"a": "First  paragraph.", "b": "Second paragraph.", "c": "Third paragraph."}
+    source = {"id": "3hop1__1_2_3", "question_decomposition": [{"paragraph_support_idx": i} for i in (2, 0, 1)],
+              "paragraphs": [{"paragraph_text": t} for t in ("First paragraph.", "Second paragraph.", "Third paragraph.")]}
+    (tmp_path / "m.json").write_text(json.dumps([source]), encoding="utf-8")
+    (tmp_path / "m.jsonl").write_text(json.dumps({**source, "id": "other"}) + "\n", encoding="utf-8")
+    questions = [Question("3hop1__1_2_3", "q?", (), ("a", "b", "c")), Question("unknown", "q?", (), ("b", "a")),
+                 Question("other", "q?", (), ("a", "b"))]  # its source names a third passage: kept as given
+    ordered, done = miss_map.hop_order(questions, texts, [str(tmp_path / "m.json"), str(tmp_path / "m.jsonl")])
+    assert [q.gold_passage_ids for q in ordered] == [("c", "a", "b"), ("b", "a"), ("a", "b")] and done == 1
 
 
 CORPUS = [*CHAIN, (ROWS[2]["title"], ROWS[2]["text"])]  # the chain and the Okavango Delta
@@ -103,8 +119,12 @@ def bench(tmp_path_factory):
 
 def test_the_map_of_a_small_build_agrees_with_sirerag_eval(bench, monkeypatch, capsys):
     out = bench / "map.json"
+    source = {"id": "q1", "paragraphs": [{"paragraph_text": text} for _, text in CORPUS[:2]],
+              "question_decomposition": [{"paragraph_support_idx": 1}, {"paragraph_support_idx": 0}]}
+    (bench / "musique.json").write_text(json.dumps([source]), encoding="utf-8")
     monkeypatch.setattr(sys, "argv", ["miss_map", str(bench / "index"), str(bench / "q.jsonl"), "--split", "dev",
-                                      "--json", str(out), "--markdown", str(bench / "map.md")])
+                                      "--json", str(out), "--markdown", str(bench / "map.md"),
+                                      "--hop-order", str(bench / "musique.json")])
     miss_map.main()
     result = json.loads(out.read_text())["results"]
     assert main(["eval", str(bench / "index"), "--questions", str(bench / "q.jsonl"), "--split", "dev",
@@ -112,6 +132,7 @@ def test_the_map_of_a_small_build_agrees_with_sirerag_eval(bench, monkeypatch, c
     evaluated = json.loads((bench / "eval.json").read_text())
     assert result["retriever"] == evaluated["retriever"] == "ppr" and result["types"] == "hops"
     assert set(result["by_type"]) == {"2 hops", "3 hops"} and result["n_questions"] == 2
+    assert result["hop_order_from_sources"] == 1  # q1, matched by the texts of the index's passages
     for n in (2, 5, 10):
         assert result["overall"][f"passage_recall@{n}"] == pytest.approx(evaluated[f"passage_recall@{n}"])
         assert sum(r[f"recall@{n}"] for r in result["by_type"].values()) / 2 == pytest.approx(
