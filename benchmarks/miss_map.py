@@ -129,12 +129,13 @@ def classify(graph: Any, question: str, title: str, passage: str, others: Sequen
 
 def breakdown(graph: Any, titles: Mapping[str, str], questions: Sequence[Any], rankings: Mapping[str, Sequence[str]],
               seeds: Sequence[Any], types: Mapping[str, str], *, k: int = 5, hub: int = HUB) -> dict:
-    """Recall by type, and every gold passage missed at ``k`` classified (:func:`classify`), from the
-    retriever's rankings and its linking of each question."""
+    """Recall by type, every gold passage missed at ``k`` classified (:func:`classify`), and each question's
+    count of linked and bridged entities, from the retriever's rankings and its linking of each question."""
     from sirerag.evaluation.metrics import passage_recall
 
     by_type: dict[str, dict[str, Any]] = {}
     misses: list[dict[str, Any]] = []
+    asked: list[dict[str, Any]] = []  # per question: its linked and bridged entities, its recall at k
     positions: dict[tuple[str, int], Counter] = {}
     for q, s in zip(questions, seeds):
         kind, ranked, gold = types.get(q.id, "untyped"), list(rankings[q.id]), list(q.gold_passage_ids)
@@ -143,6 +144,8 @@ def breakdown(graph: Any, titles: Mapping[str, str], questions: Sequence[Any], r
         row["questions"] += 1
         row["gold"] += len(gold)
         row["fallback"] += not s.entities
+        asked.append({"id": q.id, "type": kind, "seeds": len(s.query_entities), "bridges": len(s.bridges),
+                      f"recall@{k}": round(passage_recall(ranked, gold, k), 4)})
         for n in KS:
             row[f"recall@{n}"] += passage_recall(ranked, gold, n)
         found = set(ranked[:k])
@@ -171,7 +174,8 @@ def breakdown(graph: Any, titles: Mapping[str, str], questions: Sequence[Any], r
         bands.setdefault(m["group"], Counter())[band(m["rank"])] += 1
     return {"k": k, "hub": hub, "by_type": dict(sorted(by_type.items())),
             "by_hop": [{"type": t, "hop": h, **dict(c)} for (t, h), c in sorted(positions.items())],
-            "rank_bands": {g: dict(c) for g, c in bands.items()}, "misses": misses}
+            "rank_bands": {g: dict(c) for g, c in bands.items()}, "misses": misses,
+            "questions": asked}
 
 
 def band(rank: int | None) -> str:

@@ -59,6 +59,8 @@ def test_each_missed_passage_falls_in_the_first_group_that_holds(graph):
     assert (chain["questions"], chain["gold"], chain["missed"], chain["fallback"]) == (1, 6, 6, 0)
     assert chain["recall@5"] == 0.0 and chain["recall@10"] == pytest.approx(5 / 6, abs=1e-4)
     assert (one["missed"], one["recall@2"], one["fallback"]) == (0, 1.0, 1)
+    assert result["questions"] == [{"id": "q1", "type": "chain", "seeds": 1, "bridges": 1, "recall@5": 0.0},
+                                   {"id": "q2", "type": "one", "seeds": 0, "bridges": 0, "recall@5": 1.0}]
     assert result["rank_bands"] == {"linked": {"6-10": 1}, "bridged": {"6-10": 1}, "extracted, not bridged": {"6-10": 1},
                                     "not extracted": {"6-10": 1}, "named, not linked": {"6-10": 1},
                                     "not in graph": {"unranked": 1}}
