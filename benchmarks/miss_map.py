@@ -200,8 +200,9 @@ def hop_order(questions: Sequence[Any], texts: Mapping[str, str], sources: Seque
     for source in sources:
         raw = Path(source).read_text(encoding="utf-8")
         for row in json.loads(raw) if raw.lstrip().startswith("[") else map(json.loads, raw.splitlines()):
-            steps.setdefault(str(row["id"]), [norm(row["paragraphs"][d["paragraph_support_idx"]]["paragraph_text"])
-                                              for d in row["question_decomposition"]])
+            support = [d.get("paragraph_support_idx") for d in row["question_decomposition"]]
+            if None not in support:  # an unanswerable question names no paragraph for some step
+                steps.setdefault(str(row["id"]), [norm(row["paragraphs"][i]["paragraph_text"]) for i in support])
     out, done = [], 0
     for q in questions:
         by_text = {norm(texts.get(g, "")): g for g in q.gold_passage_ids}

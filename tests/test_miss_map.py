@@ -91,7 +91,9 @@ def test_hop_order_follows_musiques_decomposition_matched_by_paragraph_text(tmp_
     source = {"id": "3hop1__1_2_3", "question_decomposition": [{"paragraph_support_idx": i} for i in (2, 0, 1)],
               "paragraphs": [{"paragraph_text": t} for t in ("First paragraph.", "Second paragraph.", "Third paragraph.")]}
     (tmp_path / "m.json").write_text(json.dumps([source]), encoding="utf-8")
-    (tmp_path / "m.jsonl").write_text(json.dumps({**source, "id": "other"}) + "\n", encoding="utf-8")
+    unanswerable = {**source, "id": "unknown", "question_decomposition": [{"paragraph_support_idx": None}]}
+    (tmp_path / "m.jsonl").write_text(json.dumps({**source, "id": "other"}) + "\n" + json.dumps(unanswerable) + "\n",
+                                      encoding="utf-8")
     questions = [Question("3hop1__1_2_3", "q?", (), ("a", "b", "c")), Question("unknown", "q?", (), ("b", "a")),
                  Question("other", "q?", (), ("a", "b"))]  # its source names a third passage: kept as given
     ordered, done = miss_map.hop_order(questions, texts, [str(tmp_path / "m.json"), str(tmp_path / "m.jsonl")])
