@@ -45,7 +45,8 @@ GROUPS = ("linked", "bridged", "named, not linked", "extracted, not bridged", "h
 #: an entity in more passages than this (about 1% of a bench corpus) links nothing: PageRank spreads its mass
 #: over all of them ("American", in 1,187 of 2Wiki's passages)
 HUB = 50
-RANK_BANDS = ((6, 10), (11, 20), (21, 50), (51, None))
+#: where the rank bands of the missed passages start past the first ``k + 1``
+BAND_STARTS = (11, 21, 51)
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
 _AUXILIARY = re.compile(r"^\s*(are|is|was|were|do|does|did|have|has|can|could)\b", re.I)
 _TWO_NAMED = re.compile(r"\b(both|and|same|either|neither|in common)\b", re.I)
@@ -171,17 +172,24 @@ def breakdown(graph: Any, titles: Mapping[str, str], questions: Sequence[Any], r
         row["groups"] = dict(row["groups"])
     bands: dict[str, Counter] = {}
     for m in misses:
-        bands.setdefault(m["group"], Counter())[band(m["rank"])] += 1
+        bands.setdefault(m["group"], Counter())[band(m["rank"], k)] += 1
     return {"k": k, "hub": hub, "by_type": dict(sorted(by_type.items())),
             "by_hop": [{"type": t, "hop": h, **dict(c)} for (t, h), c in sorted(positions.items())],
             "rank_bands": {g: dict(c) for g, c in bands.items()}, "misses": misses,
             "questions": asked}
 
 
-def band(rank: int | None) -> str:
-    """The rank band of a missed passage: ``6-10``, ``11-20``, ``21-50``, ``51+`` or ``unranked`` (past the depth)."""
-    return next((f"{lo}-{hi}" if hi else f"{lo}+" for lo, hi in RANK_BANDS
-                 if rank is not None and lo <= rank and (hi is None or rank <= hi)), "unranked")
+def band_names(k: int) -> list[str]:
+    """The rank bands of the passages missed at ``k``: for 5, ``6-10``, ``11-20``, ``21-50``, ``51+``."""
+    starts = [k + 1, *(s for s in BAND_STARTS if s > k + 1)]
+    return [f"{lo}-{hi - 1}" for lo, hi in zip(starts, starts[1:])] + [f"{starts[-1]}+"]
+
+
+def band(rank: int | None, k: int = 5) -> str:
+    """The rank band (:func:`band_names`) of a passage missed at ``k``, or ``unranked`` (past the search depth)."""
+    if rank is None:
+        return "unranked"
+    return next(name for name in reversed(band_names(k)) if rank >= int(name.split("-")[0].rstrip("+")))
 
 
 def hop_order(questions: Sequence[Any], texts: Mapping[str, str], sources: Sequence[str]) -> tuple[list[Any], int]:
@@ -264,8 +272,9 @@ def markdown(result: Mapping[str, Any]) -> str:
     for kind, r in result["by_type"].items():
         lines.append(f"| {kind} | {r['missed']} | " + " | ".join(str(r["groups"].get(g, 0)) for g in groups) + " |")
     if result["types"] == "hops":
-        source = f"the decomposition of {result['hop_order_from_sources']} questions, the gold order of the others" \
-            if result.get("hop_order_from_sources") else "the position in gold_passage_ids"
+        ordered = result.get("hop_order_from_sources", 0)
+        source = "the position in gold_passage_ids" if not ordered else f"the decomposition of {ordered} questions" \
+            + (", the gold order of the others" if ordered < result["n_questions"] else "")
         lines += ["", f"by hop ({source}); previous found = the hop before it is in the top {k}:",
                   "", "| type | hop | gold | missed | previous found | " + " | ".join(groups) + " |",
                   "| --- | ---: | ---: | ---: | ---: |" + " ---: |" * len(groups)]
@@ -273,7 +282,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             lines.append(f"| {r['type']} | {r['hop']} | {r['gold']} | {r.get('missed', 0)} | "
                          f"{r.get('previous_found', 0) if r['hop'] > 1 else '-'} | "
                          + " | ".join(str(r.get(g, 0)) for g in groups) + " |")
-    names = [f"{lo}-{hi}" if hi else f"{lo}+" for lo, hi in RANK_BANDS] + ["unranked"]
+    names = band_names(k) + ["unranked"]
     lines += ["", "rank of the missed passages:", "", "| why | " + " | ".join(names) + " |",
               "| --- |" + " ---: |" * len(names)]
     for g in groups:

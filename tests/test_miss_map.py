@@ -83,7 +83,9 @@ def test_question_types_from_hops_the_type_field_or_hotpots_heuristic():
               "d": {"question": "Who is older, Jed Hoyer or John William Henry II?", "type": "bridge"}}
     assert miss_map.question_types(hotpot) == (
         {"a": "comparison", "b": "comparison", "c": "bridge", "d": "bridge"}, "hotpot")  # the field wins
-    assert miss_map.band(6) == "6-10" and miss_map.band(51) == "51+" and miss_map.band(None) == "unranked"
+    assert [miss_map.band(r) for r in (6, 10, 11, 50, 51, None)] == ["6-10", "6-10", "11-20", "21-50", "51+", "unranked"]
+    assert miss_map.band_names(2) == ["3-10", "11-20", "21-50", "51+"] and miss_map.band(3, k=2) == "3-10"
+    assert miss_map.band_names(20) == ["21-50", "51+"] and miss_map.band(21, k=20) == "21-50"
 
 
 def test_hop_order_follows_musiques_decomposition_matched_by_paragraph_text(tmp_path):
