@@ -6,12 +6,12 @@ passage missed at 5 with its rank and why the walk did not bring it.
 The retriever is the index's default (``ppr``), ranked and scored by ``evaluate_retrieval`` as ``sirerag eval``
 does; its query linking is read back with :func:`~sirerag.retrievers.ppr_explain.question_seeds`.
 
-Question types (``--types``, ``auto`` picks by the fields): ``hops`` (MuSiQue's ``hops``), ``field`` (the
-``type`` field, 2Wiki's four types) and ``hotpot`` (HotpotQA's ``type`` where the row has it, else
-:func:`hotpot_type`, a heuristic on the text). A gold passage's hop is its position in ``gold_passage_ids``, or,
-with ``--hop-order FILE ...`` (MuSiQue's own files: ``id``, ``paragraphs``, ``question_decomposition``), the
-decomposition step whose supporting paragraph has its text (:func:`hop_order`); the bench's gold lists are in
-paragraph order, which is the hop order for about a third of MuSiQue's questions only.
+Question types (``--types``, ``auto`` picks by the fields; :mod:`benchmarks.miss_types`): ``hops`` (MuSiQue's
+``hops``), ``field`` (the ``type`` field, 2Wiki's four types) and ``hotpot`` (HotpotQA's ``type`` where the row
+has it, else ``hotpot_type``, a heuristic on the text). A gold passage's hop is its position in
+``gold_passage_ids``, or, with ``--hop-order FILE ...`` (MuSiQue's own files: ``id``, ``paragraphs``,
+``question_decomposition``), the decomposition step whose supporting paragraph has its text (``hop_order``); the
+bench's gold lists are in paragraph order, which is the hop order for about a third of MuSiQue's questions only.
 
 A missed gold passage falls in the first of these groups that holds (the entities of a passage are the graph's
 entity nodes tied to it: its title and the entities of its propositions):
@@ -38,6 +38,7 @@ from typing import Any, Mapping, Sequence
 
 from benchmarks.bench_pools import MemoEmbedder
 from benchmarks.harness import Report, Timer, add_json_argument
+from benchmarks.miss_types import hop_order, question_types
 
 KS = (2, 5, 10)
 GROUPS = ("linked", "bridged", "named, not linked", "extracted, not bridged", "hub only", "not extracted",
@@ -48,34 +49,6 @@ HUB = 50
 #: where the rank bands of the missed passages start past the first ``k + 1``
 BAND_STARTS = (11, 21, 51)
 _QUALIFIER = re.compile(r"\s*\([^)]*\)\s*$")
-_AUXILIARY = re.compile(r"^\s*(are|is|was|were|do|does|did|have|has|can|could)\b", re.I)
-_TWO_NAMED = re.compile(r"\b(both|and|same|either|neither|in common)\b", re.I)
-_WH = re.compile(r"\b(which|who|what|whose|whom)\b", re.I)
-
-
-def hotpot_type(question: str) -> str:
-    """HotpotQA's type guessed from the question (a heuristic): ``comparison`` for a yes/no question over two
-    named things (it opens with an auxiliary verb and says "both", "and", "same", "either", "neither" or "in
-    common") or for a wh-question offering a choice ("... or ..."), else ``bridge``. It agrees with the dataset's
-    own ``type`` on 225 of the 241 bench rows that have one."""
-    if _AUXILIARY.match(question) and _TWO_NAMED.search(question):
-        return "comparison"
-    if _WH.search(question) and re.search(r"\bor\b", question):
-        return "comparison"
-    return "bridge"
-
-
-def question_types(rows: Mapping[str, Mapping[str, Any]], mode: str = "auto") -> tuple[dict[str, str], str]:
-    """Question id -> type, and the mode used (``auto`` resolved from the rows' fields)."""
-    if mode == "auto":
-        kinds = {r.get("type") for r in rows.values()}
-        mode = "hops" if any("hops" in r for r in rows.values()) else \
-            "hotpot" if kinds <= {"bridge", "comparison", None} else "field"
-    if mode == "hops":
-        return {i: f"{r.get('hops', '?')} hops" for i, r in rows.items()}, mode
-    if mode == "hotpot":
-        return {i: r.get("type") or hotpot_type(str(r["question"])) for i, r in rows.items()}, mode
-    return {i: str(r.get("type", "untyped")) for i, r in rows.items()}, mode
 
 
 def _fold(text: str) -> str:
@@ -192,35 +165,6 @@ def band(rank: int | None, k: int = 5) -> str:
     return next(name for name in reversed(band_names(k)) if rank >= int(name.split("-")[0].rstrip("+")))
 
 
-def hop_order(questions: Sequence[Any], texts: Mapping[str, str], sources: Sequence[str]) -> tuple[list[Any], int]:
-    """The questions with their gold passages in hop order where one of the MuSiQue files ``sources`` (a JSON list
-    or JSON lines of ``{id, paragraphs, question_decomposition}``) has the question: hop ``i`` is the gold passage
-    whose text (``texts``: passage id -> text; white space collapsed) is that of step ``i``'s supporting paragraph.
-    Also the number of questions reordered so (the others keep their order)."""
-    import json
-    from dataclasses import replace
-    from pathlib import Path
-
-    def norm(text: str) -> str:
-        return " ".join(text.split())
-
-    steps: dict[str, list[str]] = {}
-    for source in sources:
-        raw = Path(source).read_text(encoding="utf-8")
-        for row in json.loads(raw) if raw.lstrip().startswith("[") else map(json.loads, raw.splitlines()):
-            support = [d.get("paragraph_support_idx") for d in row["question_decomposition"]]
-            if None not in support:  # an unanswerable question names no paragraph for some step
-                steps.setdefault(str(row["id"]), [norm(row["paragraphs"][i]["paragraph_text"]) for i in support])
-    out, done = [], 0
-    for q in questions:
-        by_text = {norm(texts.get(g, "")): g for g in q.gold_passage_ids}
-        order = [by_text.get(t) for t in steps.get(q.id, [])]
-        if order and sorted(map(str, order)) == sorted(q.gold_passage_ids):
-            q, done = replace(q, gold_passage_ids=tuple(order)), done + 1
-        out.append(q)
-    return out, done
-
-
 def run(index_dir: str, questions_path: str, *, split: str | None = None, limit: int | None = None,
         types: str = "auto", k: int = 5, hop_sources: Sequence[str] = (), hub: int = HUB) -> dict:
     """Evaluate the index's default retriever on the questions and map its misses at ``k`` (:func:`breakdown`),
@@ -267,8 +211,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append(f"| {kind} | {r['questions']} | {r['recall@2']:.3f} | {r['recall@5']:.3f} | "
                      f"{r['recall@10']:.3f} | {r['gold']} | {r['missed']} | {r['fallback']} |")
     groups = [g for g in GROUPS if any(g in r["groups"] for r in result["by_type"].values())]
-    lines += ["", f"missed gold passages at {k}, by why (a hub: an entity in over {result['hub']} passages):", "", "| type | missed | " + " | ".join(groups) + " |",
-              "| --- | ---: |" + " ---: |" * len(groups)]
+    lines += ["", f"missed gold passages at {k}, by why (a hub: an entity in over {result['hub']} passages):", "",
+              "| type | missed | " + " | ".join(groups) + " |", "| --- | ---: |" + " ---: |" * len(groups)]
     for kind, r in result["by_type"].items():
         lines.append(f"| {kind} | {r['missed']} | " + " | ".join(str(r["groups"].get(g, 0)) for g in groups) + " |")
     if result["types"] == "hops":

@@ -1,16 +1,16 @@
-"""benchmarks/miss_map.py: recall by question type and the missed gold passages grouped by why (linked, bridged,
-named but not linked, extracted but not bridged, not extracted), on a hand-built graph with known answers, and
-end to end on a small offline build whose figures agree with `sirerag eval`."""
+"""benchmarks/miss_map.py and miss_types.py: recall by question type and the missed gold passages grouped by why
+(linked, bridged, named but not linked, extracted but not bridged, not extracted), on a hand-built graph with
+known answers, question types and MuSiQue's hop order, and end to end on a small offline build whose figures agree
+with `sirerag eval`."""
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 from _tiny_index import CHAIN, CHAIN_QUESTION, ROWS
 
-from benchmarks import miss_map
+from benchmarks import miss_map, miss_types
 from sirerag.cli.main import main
 from sirerag.core.types import Proposition
 from sirerag.graph.build import build_graph
@@ -61,7 +61,8 @@ def test_each_missed_passage_falls_in_the_first_group_that_holds(graph):
     assert (one["missed"], one["recall@2"], one["fallback"]) == (0, 1.0, 1)
     assert result["questions"] == [{"id": "q1", "type": "chain", "seeds": 1, "bridges": 1, "recall@5": 0.0},
                                    {"id": "q2", "type": "one", "seeds": 0, "bridges": 0, "recall@5": 1.0}]
-    assert result["rank_bands"] == {"linked": {"6-10": 1}, "bridged": {"6-10": 1}, "extracted, not bridged": {"6-10": 1},
+    assert result["rank_bands"] == {"linked": {"6-10": 1}, "bridged": {"6-10": 1},
+                                    "extracted, not bridged": {"6-10": 1},
                                     "not extracted": {"6-10": 1}, "named, not linked": {"6-10": 1},
                                     "not in graph": {"unranked": 1}}
     assert [(r["hop"], r["gold"], r["missed"]) for r in result["by_hop"] if r["type"] == "chain"] == \
@@ -74,16 +75,17 @@ def test_each_missed_passage_falls_in_the_first_group_that_holds(graph):
 
 def test_question_types_from_hops_the_type_field_or_hotpots_heuristic():
     musique = {"a": {"question": "q", "hops": 3}, "b": {"question": "q", "hops": 2}}
-    assert miss_map.question_types(musique) == ({"a": "3 hops", "b": "2 hops"}, "hops")
+    assert miss_types.question_types(musique) == ({"a": "3 hops", "b": "2 hops"}, "hops")
     wiki = {"a": {"question": "q", "type": "inference"}, "b": {"question": "q", "type": "bridge_comparison"}}
-    assert miss_map.question_types(wiki) == ({"a": "inference", "b": "bridge_comparison"}, "field")
+    assert miss_types.question_types(wiki) == ({"a": "inference", "b": "bridge_comparison"}, "field")
     hotpot = {"a": {"question": "Who was born first, Aleksandr Ivanovsky or Arthur Lubin?"},
               "b": {"question": "Are Daryl Hall and Gerry Marsden both musicians?"},
               "c": {"question": "What government position was held by the woman who portrayed Corliss Archer?"},
               "d": {"question": "Who is older, Jed Hoyer or John William Henry II?", "type": "bridge"}}
-    assert miss_map.question_types(hotpot) == (
+    assert miss_types.question_types(hotpot) == (
         {"a": "comparison", "b": "comparison", "c": "bridge", "d": "bridge"}, "hotpot")  # the field wins
-    assert [miss_map.band(r) for r in (6, 10, 11, 50, 51, None)] == ["6-10", "6-10", "11-20", "21-50", "51+", "unranked"]
+    assert [miss_map.band(r) for r in (6, 10, 11, 50, 51, None)] == \
+        ["6-10", "6-10", "11-20", "21-50", "51+", "unranked"]
     assert miss_map.band_names(2) == ["3-10", "11-20", "21-50", "51+"] and miss_map.band(3, k=2) == "3-10"
     assert miss_map.band_names(20) == ["21-50", "51+"] and miss_map.band(21, k=20) == "21-50"
 
@@ -91,14 +93,15 @@ def test_question_types_from_hops_the_type_field_or_hotpots_heuristic():
 def test_hop_order_follows_musiques_decomposition_matched_by_paragraph_text(tmp_path):
     texts = {"a": "First  paragraph.", "b": "Second paragraph.", "c": "Third paragraph."}
     source = {"id": "3hop1__1_2_3", "question_decomposition": [{"paragraph_support_idx": i} for i in (2, 0, 1)],
-              "paragraphs": [{"paragraph_text": t} for t in ("First paragraph.", "Second paragraph.", "Third paragraph.")]}
+              "paragraphs": [{"paragraph_text": t}
+                             for t in ("First paragraph.", "Second paragraph.", "Third paragraph.")]}
     (tmp_path / "m.json").write_text(json.dumps([source]), encoding="utf-8")
     unanswerable = {**source, "id": "unknown", "question_decomposition": [{"paragraph_support_idx": None}]}
     (tmp_path / "m.jsonl").write_text(json.dumps({**source, "id": "other"}) + "\n" + json.dumps(unanswerable) + "\n",
                                       encoding="utf-8")
     questions = [Question("3hop1__1_2_3", "q?", (), ("a", "b", "c")), Question("unknown", "q?", (), ("b", "a")),
                  Question("other", "q?", (), ("a", "b"))]  # its source names a third passage: kept as given
-    ordered, done = miss_map.hop_order(questions, texts, [str(tmp_path / "m.json"), str(tmp_path / "m.jsonl")])
+    ordered, done = miss_types.hop_order(questions, texts, [str(tmp_path / "m.json"), str(tmp_path / "m.jsonl")])
     assert [q.gold_passage_ids for q in ordered] == [("c", "a", "b"), ("b", "a"), ("a", "b")] and done == 1
 
 
