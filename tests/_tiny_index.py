@@ -1,5 +1,5 @@
 """A three-document corpus and its leaves-only index, for tests of the public API, ``ask`` and the integrations
-(seconds to build: MiniLM, no trees)."""
+(seconds to build: MiniLM, no trees), and a two-hop chain among rivers for the PPR tests."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,17 @@ ROWS = [
     {"id": "okavango", "title": "Okavango Delta", "text": "The Okavango Delta lies in Botswana, in Africa."},
 ]
 QUESTION = "Who designed the Harwick Bridge?"
+
+#: a two-hop chain (the hometown of Marta Kowalski, then its creek) among rivers, as (title, text)
+CHAIN = [
+    ("Marta Kowalski", "Marta Kowalski was born in Zielonka in 1952. Marta Kowalski became a painter of seascapes."),
+    ("Zielonka", "Zielonka sits beside Biała Creek, a quiet waterway lined with willows."),
+    ("Vistula", "The Vistula is the longest river in Poland and flows through Warsaw and Kraków."),
+    ("Danube", "The Danube is a river that flows through Vienna, Budapest and Belgrade."),
+    ("Jan Nowak", "Jan Nowak was born in Gdańsk. Jan Nowak wrote novels about the hometown of his mother."),
+    ("Oder", "The Oder river flows through the city of Wrocław before reaching the Baltic Sea."),
+]
+CHAIN_QUESTION = "Which river flows through the hometown of Marta Kowalski?"
 
 
 def write_corpus(path: Path, rows: list[dict] = ROWS) -> Path:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _tiny_index import CHAIN, CHAIN_QUESTION
 
 from sirerag.graph.build import build_graph
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, ner_seeds, reset_vector, top_facts
@@ -134,15 +135,7 @@ def test_real_graph_from_sample_matches_igraph():
 
 # -- retrieval through the build pipeline with the shipped MiniLM ------------------------------------------
 
-CORPUS = [
-    ("Marta Kowalski", "Marta Kowalski was born in Zielonka in 1952. Marta Kowalski became a painter of seascapes."),
-    ("Zielonka", "Zielonka sits beside Biała Creek, a quiet waterway lined with willows."),
-    ("Vistula", "The Vistula is the longest river in Poland and flows through Warsaw and Kraków."),
-    ("Danube", "The Danube is a river that flows through Vienna, Budapest and Belgrade."),
-    ("Jan Nowak", "Jan Nowak was born in Gdańsk. Jan Nowak wrote novels about the hometown of his mother."),
-    ("Oder", "The Oder river flows through the city of Wrocław before reaching the Baltic Sea."),
-]
-QUESTION = "Which river flows through the hometown of Marta Kowalski?"
+CORPUS, QUESTION = CHAIN, CHAIN_QUESTION
 
 
 @pytest.fixture(scope="module")

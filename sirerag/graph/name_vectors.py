@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from sirerag.core.io.mapped import drop_pages, map_npy, npy_writer
+from sirerag.embedding.base import Embedder
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ class NameVectorWriter:
     def __init__(self, directory: str | Path, *, slice_names: int = SLICE_NAMES) -> None:
         self.path, self.slice_names, self.written = Path(directory) / ENTITY_EMBEDDINGS, slice_names, False
 
-    def __call__(self, embedder: Any, names: Sequence[str], eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, embedder: Embedder, names: Sequence[str], eligible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         order = np.argsort(np.fromiter((len(name) for name in names), dtype=np.int64, count=len(names)),
                            kind="stable")

@@ -4,7 +4,9 @@
 needs to see why a second hop was found or missed: the linked seed entities with their share of the
 reset vector, the entities reached by bridging with the propositions that bridged them, and the top
 passages by PageRank mass, each with the seeds and bridges it contains and its own passage-seed score.
-Nothing here changes a ranking: the passages' search ranks come from the same retriever's ``search``.
+:func:`question_seeds` gives the linking alone (the seeds and bridges of many questions, no PageRank), for a
+study of what the walk reached. Nothing here changes a ranking: the passages' search ranks come from the same
+retriever's ``search``.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 
-from sirerag.graph.linking import reset_vector
+from sirerag.graph.linking import Seeds, reset_vector
 from sirerag.retrievers.base import Retriever, check_query
 
 if TYPE_CHECKING:
@@ -77,8 +79,12 @@ class QuestionView:
     passages: list[PassageView] = field(default_factory=list)
 
 
-def _ppr(retriever: Retriever) -> PPRRetriever:
-    """The PPR retriever inside ``retriever`` (a pool-rule wrapper keeps it as ``base``)."""
+def ppr_of(retriever: Retriever) -> PPRRetriever:
+    """The PPR retriever inside ``retriever`` (a pool-rule wrapper keeps it as ``base``).
+
+    Raises:
+        TypeError: ``retriever`` is not a PPR retriever, bare or wrapped.
+    """
     inner: object = retriever
     while not hasattr(inner, "pagerank") and hasattr(inner, "base"):
         inner = inner.base
@@ -97,7 +103,7 @@ def explain(retriever: Retriever, question: str, titles: dict[str, str], *, k: i
         k: passages shown (and search results compared).
     """
     check_query([question])
-    ppr = _ppr(retriever)
+    ppr = ppr_of(retriever)
     graph, view = ppr.graph, QuestionView(question=question, retriever=ppr.name)
     mass, (seeds,), dense = ppr.node_scores([question])
     hits = retriever.search(question, k=max(k, 10))
@@ -142,6 +148,19 @@ def explain(retriever: Retriever, question: str, titles: dict[str, str], *, k: i
                                          tuple(sorted(found["bridge"])),
                                          round(seeds.passages.get(node, 0.0) / total, 4)))
     return view
+
+
+def question_seeds(retriever: Retriever, questions: Sequence[str], *, batch: int = 64) -> list[Seeds]:
+    """How a PPR retriever (bare or wrapped by the pool rule) links each question, as its search does: the
+    linked entities (``query_entities``), the bridged ones (``bridges``) and the reset weights, without PageRank.
+    ``batch``: questions linked per call."""
+    check_query(list(questions), batch=True)
+    ppr = ppr_of(retriever)
+    out: list[Seeds] = []
+    for start in range(0, len(questions), batch):
+        part = list(questions[start:start + batch])
+        out += ppr.link(part, ppr.embedder.encode_queries(part))
+    return out
 
 
 def explain_many(retriever: Retriever, questions: Sequence[str], titles: dict[str, str], *, k: int = 10
