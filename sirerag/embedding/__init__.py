@@ -64,17 +64,22 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
                           show_progress=show_progress, engine=engine, remote=remote)
 
 
-def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False) -> Embedder:
-    """The embedder a search encodes with, for an index built with the embedder ``spec``.
+def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False,
+                        precision: str = "float32") -> Embedder:
+    """The embedder a search encodes with, for an index built with the embedder ``spec`` in ``precision``
+    (:func:`~sirerag.embedding.precision.precision_of` the spec its manifest records).
 
     For ``minilm`` this is the ONNX export of the same weights on ONNX Runtime
     (:mod:`~sirerag.embedding.query_encoder`: no torch, transformers or sentence-transformers
     import) when the export for the installed weights exists; otherwise, and for every
-    other spec, :func:`load_embedder` (``minilm`` then logs how to get the fast path).
+    other spec, :func:`load_embedder` (``minilm`` then logs how to get the fast path). An ``int8`` index's
+    queries are encoded by the same int8 export its texts were (made first when this machine has none).
 
     Raises:
         the errors of :func:`load_embedder`.
     """
+    if precision == "int8":
+        return make_embedder(spec, batch_size=batch_size, precision="int8")
     if parse_embedder_spec(spec)[0] == "minilm":
         from sirerag.embedding.query_encoder import load_minilm_query_embedder
 
