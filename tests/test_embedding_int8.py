@@ -163,7 +163,8 @@ def test_an_int8_build_records_its_spec_searches_in_int8_and_an_update_keeps_it(
     leaves = [i for i, kind in enumerate(loaded.pool.kinds) if kind == "leaf"]
     np.testing.assert_allclose(loaded.pool.embeddings[leaves],
                                int8.encode_documents([loaded.pool.entries[i].text for i in leaves]), atol=1e-6)
-    retriever = load_retriever(loaded, "ppr")
+    retriever = load_retriever("ppr", loaded)
+    assert retriever.embedder.spec == SPEC + "#int8"  # the default retriever's queries are encoded in int8
     assert retriever.search("Who designed the Eiffel Tower?", k=3)
     assert main(["add", str(index), str(tmp_path / "new.jsonl"), "--quiet"]) == 0
     updated = load_index(index)
