@@ -7,17 +7,16 @@ Choose one with :func:`load_embedder`::
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from sirerag.embedding.backends import SPEC_FORMS, make_embedder, parse_embedder_spec
-from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window
+from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window, usable_cores
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
 
 __all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "TokenWindow",
            "l2_normalize", "load_embedder", "load_query_embedder", "load_short_text_embedder", "make_embedder",
-           "parse_embedder_spec", "token_window"]
+           "parse_embedder_spec", "token_window", "usable_cores"]
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -87,12 +86,6 @@ def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool 
         if fast is not None:
             return fast
     return load_embedder(spec, batch_size=batch_size, show_progress=show_progress)
-
-
-def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity where the platform tells it, else the CPU count)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return max(1, len(affinity(0)) if affinity is not None else os.cpu_count() or 1)
 
 
 def load_short_text_embedder(spec: str, *, batch_size: int = 64, cache_dir: str | Path | None = None,

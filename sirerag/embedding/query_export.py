@@ -39,6 +39,7 @@ from sirerag.embedding.query_encoder import (
     read_pipeline,
     runtime_available,
 )
+from sirerag.embedding.base import usable_cores
 from sirerag.embedding.precision import INT8_SUFFIX
 from sirerag.core.errors import SireragError, require
 from sirerag.core.io import atomic_dir, user_cache_dir
@@ -176,12 +177,8 @@ def load_minilm_int8(*, batch_size: int = 64, threads: int | None = None) -> Onn
     from sirerag.embedding.sentence_transformers import MINILM_SPEC
 
     key = ensure_minilm_int8_export()["key"]
-    if threads is None:
-        from sirerag.embedding import usable_cores
-
-        threads = usable_cores()
     return OnnxQueryEmbedder(int8_model_dir(key), MINILM_SPEC + INT8_SUFFIX,
-                             batch_size=batch_size, threads=threads, precision="int8")
+                             batch_size=batch_size, threads=threads or usable_cores(), precision="int8")
 
 
 def export_query_model(model: Any, source: str | Path, folder: str | Path, *, source_sha256: str,
