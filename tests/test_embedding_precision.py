@@ -84,7 +84,7 @@ def test_the_two_precisions_are_cached_apart(tmp_path):
 
 def test_precision_is_checked_before_any_model_loads():
     with pytest.raises(ConfigError, match=r"^embedder\.precision must be one of 'auto', 'float32', 'bfloat16', "
-                                          r"got 'float16'"):
+                                          r"'int8', got 'float16'"):
         BuildConfig(embedder=EmbedderConfig(precision="float16")).validate()
     with pytest.raises(ConfigError, match=r"^embedder\.precision must be 'auto' or 'float32' for the openai "
                                           r"embedder"):  # the build's and the dry run's check of the specs

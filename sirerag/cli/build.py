@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sirerag.cli.common import Subparsers, add_common, add_follow_outside_links, progress_enabled
+from sirerag.core.config.sections import EMBEDDER_PRECISIONS
 
 TREE_HELP = "comma list from {similarity,relatedness}, or 'none' for a pool of leaves only (default: both)"
 
@@ -22,9 +23,10 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--trees", help=TREE_HELP)
     p.add_argument("--chunking", choices=["tokens", "passage"], help="tokens: 100-token chunks; passage: one per document")
     p.add_argument("--embedder", help="minilm (offline default), st:PATH_OR_NAME, openai:MODEL")
-    p.add_argument("--precision", choices=["auto", "float32", "bfloat16"],
+    p.add_argument("--precision", choices=EMBEDDER_PRECISIONS,
                    help="what a local embedder computes in (default auto: bfloat16 where the CPU has bfloat16 "
-                        "instructions, else float32)")
+                        "instructions, else float32); int8: MiniLM's int8 ONNX export on ONNX Runtime for the "
+                        "build's texts and the index's queries")
     p.add_argument("--seed", type=int, help="random_state for UMAP and the Gaussian mixtures (default 224)")
     p.add_argument("--llm", help="LLM for every stage that takes one: summaries, coreference rewrite and proposition "
                                  "extraction (unless --extractor offline), e.g. hf:smollm2, "

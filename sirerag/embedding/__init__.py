@@ -7,12 +7,11 @@ Choose one with :func:`load_embedder`::
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sirerag.embedding.backends import SPEC_FORMS, make_embedder, parse_embedder_spec
-from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window
+from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window, usable_cores
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
 
 if TYPE_CHECKING:
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "TokenWindow",
            "l2_normalize", "load_embedder", "load_query_embedder", "load_short_text_embedder", "make_embedder",
-           "parse_embedder_spec", "token_window"]
+           "parse_embedder_spec", "token_window", "usable_cores"]
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -67,17 +66,22 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
                           show_progress=show_progress, engine=engine, remote=remote)
 
 
-def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False) -> Embedder:
-    """The embedder a search encodes with, for an index built with the embedder ``spec``.
+def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False,
+                        precision: str = "float32") -> Embedder:
+    """The embedder a search encodes with, for an index built with the embedder ``spec`` in ``precision``
+    (:func:`~sirerag.embedding.precision.precision_of` the spec its manifest records).
 
     For ``minilm`` this is the ONNX export of the same weights on ONNX Runtime
     (:mod:`~sirerag.embedding.query_encoder`: no torch, transformers or sentence-transformers
     import) when the export for the installed weights exists; otherwise, and for every
-    other spec, :func:`load_embedder` (``minilm`` then logs how to get the fast path).
+    other spec, :func:`load_embedder` (``minilm`` then logs how to get the fast path). An ``int8`` index's
+    queries are encoded by the same int8 export its texts were (made first when this machine has none).
 
     Raises:
         the errors of :func:`load_embedder`.
     """
+    if precision == "int8":
+        return make_embedder(spec, batch_size=batch_size, precision="int8")
     if parse_embedder_spec(spec)[0] == "minilm":
         from sirerag.embedding.query_encoder import load_minilm_query_embedder
 
@@ -85,12 +89,6 @@ def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool 
         if fast is not None:
             return fast
     return load_embedder(spec, batch_size=batch_size, show_progress=show_progress)
-
-
-def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity where the platform tells it, else the CPU count)."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return max(1, len(affinity(0)) if affinity is not None else os.cpu_count() or 1)
 
 
 def load_short_text_embedder(spec: str, *, batch_size: int = 64, cache_dir: str | Path | None = None,

@@ -12,6 +12,8 @@ from sirerag.core.errors import check
 SPEC_FORMS = "'minilm', 'minilm-onnx', 'st:PATH_OR_NAME', 'openai:MODEL' or 'openai:MODEL@URL'"
 #: The backends that compute on torch, where ``embedder.precision`` applies.
 TORCH_BACKENDS = ("minilm", "st")
+#: The backends that have an int8 export (``embedder.precision = "int8"``).
+INT8_BACKENDS = ("minilm",)
 
 
 def parse_embedder_spec(spec: str, *, option: str = "embedder spec") -> tuple[str, str]:
@@ -40,11 +42,15 @@ def check_precision(backend: str, precision: str, where: str = "precision") -> N
     """Check an ``embedder.precision`` setting for ``backend`` (from :func:`parse_embedder_spec`).
 
     Raises:
-        ConfigError: not one of ``auto``, ``float32``, ``bfloat16``, or ``bfloat16`` for a backend not on torch.
+        ConfigError: not one of :data:`~sirerag.embedding.precision.PRECISIONS`, ``bfloat16`` for a backend not on
+            torch, or ``int8`` for a backend other than ``minilm``.
     """
-    check(precision in PRECISIONS, where, precision, f"one of {PRECISIONS}")
-    check(precision != "bfloat16" or backend in TORCH_BACKENDS, where, precision,
-          f"'auto' or 'float32' for the {backend} embedder (bfloat16 applies to 'minilm' and 'st:' models)")
+    check(precision in PRECISIONS, where, precision, "one of " + ", ".join(repr(p) for p in PRECISIONS))
+    allowed = [p for p in PRECISIONS if (p != "bfloat16" or backend in TORCH_BACKENDS)
+               and (p != "int8" or backend in INT8_BACKENDS)]
+    named = ", ".join(repr(p) for p in allowed[:-1]) + f" or {allowed[-1]!r}"
+    check(precision in allowed, where, precision, f"{named} for the {backend} embedder (bfloat16 applies to "
+                                                  "'minilm' and 'st:' models, int8 to 'minilm' only)")
 
 
 def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False,
@@ -52,17 +58,22 @@ def make_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = Fals
     """The embedder ``spec`` names, uncached, in this process (what an engine's workers load).
 
     ``precision`` (``auto``, ``float32`` or ``bfloat16``, :mod:`~sirerag.embedding.precision`) applies to the
-    torch backends (``minilm``, ``st:``); the others compute as their runtime or API does.
+    torch backends (``minilm``, ``st:``); the others compute as their runtime or API does. ``int8`` (``minilm``
+    only) is MiniLM's int8 ONNX export on ONNX Runtime (:func:`~sirerag.embedding.query_export.load_minilm_int8`).
 
     Raises:
         ConfigError: ``spec``, ``batch_size`` or ``precision`` is invalid (``bfloat16`` for a backend that is
-            not torch's), or an API key is missing.
+            not torch's, ``int8`` for one other than ``minilm``), or an API key is missing.
         MissingExtraError: the backend's optional packages are not installed.
         SireragError: the MiniLM weights fail their sha256 check.
     """
     check(isinstance(batch_size, int) and batch_size > 0, "batch_size", batch_size, "a positive integer")
     backend, rest = parse_embedder_spec(spec)
     check_precision(backend, precision)
+    if precision == "int8":
+        from sirerag.embedding.query_export import load_minilm_int8
+
+        return load_minilm_int8(batch_size=batch_size)
     if backend in TORCH_BACKENDS:
         precision = resolve_precision(precision)
     if backend == "minilm":

@@ -6,6 +6,7 @@ encodes both the same way.
 """
 from __future__ import annotations
 
+import os
 from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -66,3 +67,9 @@ def normalize_in_place(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return np.divide(matrix, norms, out=matrix)
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity where the platform tells it, else the CPU count)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0)) if affinity is not None else os.cpu_count() or 1)

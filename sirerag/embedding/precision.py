@@ -7,8 +7,13 @@ float32 and so do the returned vectors. On a CPU with bfloat16 instructions (x86
 emulates bfloat16, which is slower than float32, so ``auto`` (the default) chooses ``bfloat16`` only
 where the CPU has them (asked of torch, whose cpuinfo library reads the CPU on Linux, macOS and Windows).
 
-A bfloat16 embedder's spec ends in ``#bf16``: the embedding cache keeps its vectors apart from
-float32's, and the manifest records which one embedded the pool.
+``int8`` (MiniLM only) is not a torch setting: MiniLM's ONNX export with its weights quantised to int8
+runs on ONNX Runtime (:func:`~sirerag.embedding.query_export.load_minilm_int8`), for the build's texts and
+a search's queries alike.
+
+A bfloat16 embedder's spec ends in ``#bf16`` and an int8 one's in ``#int8``: the embedding cache keeps their
+vectors apart from float32's, and the manifest records which one embedded the pool (a search of an int8 index
+encodes its queries with the int8 model).
 """
 from __future__ import annotations
 
@@ -17,11 +22,14 @@ import functools
 import logging
 from typing import Any, Iterator
 
+from sirerag.core.config.sections import EMBEDDER_PRECISIONS as PRECISIONS
+
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("auto", "float32", "bfloat16")
 #: Ends the spec of an embedder that computes in bfloat16.
 BF16_SUFFIX = "#bf16"
+#: Ends the spec of MiniLM's int8 export on ONNX Runtime.
+INT8_SUFFIX = "#int8"
 #: torch's CPU probes (``torch.cpu``, from the cpuinfo library it ships) of native bfloat16 matrix instructions.
 BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 
@@ -41,7 +49,7 @@ def native_bf16() -> bool:
 
 
 def resolve_precision(setting: str) -> str:
-    """``float32`` or ``bfloat16`` for the ``embedder.precision`` setting ``setting``."""
+    """``float32``, ``bfloat16`` or ``int8`` for the ``embedder.precision`` setting ``setting``."""
     if setting == "auto":
         return "bfloat16" if native_bf16() else "float32"
     if setting == "bfloat16" and not native_bf16():
@@ -57,7 +65,7 @@ def spec_with_precision(spec: str, precision: str) -> str:
 
 def precision_of(spec: str) -> str:
     """The precision an embedder with the recorded ``spec`` computed in (:func:`spec_with_precision` read back)."""
-    return "bfloat16" if spec.endswith(BF16_SUFFIX) else "float32"
+    return "bfloat16" if spec.endswith(BF16_SUFFIX) else "int8" if spec.endswith(INT8_SUFFIX) else "float32"
 
 
 @contextlib.contextmanager

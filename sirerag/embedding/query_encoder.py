@@ -120,15 +120,18 @@ class OnnxQueryEmbedder:
         spec: the name reported in messages and cache keys.
         batch_size: texts per ONNX Runtime call (texts are sorted by length first).
         threads: ONNX Runtime intra-op threads (a search encodes few texts: one is fastest).
+        precision: what the folder's weights are (``float32``, or ``int8`` for a quantised export); an engine's
+            workers load the same embedder with it (:class:`~sirerag.embedding.cache.EmbedWorker`).
     """
 
-    def __init__(self, folder: str | Path, spec: str, *, batch_size: int = 64, threads: int = 1) -> None:
+    def __init__(self, folder: str | Path, spec: str, *, batch_size: int = 64, threads: int = 1,
+                 precision: str = "float32") -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
         self.folder = Path(folder)
         self.pipeline = read_pipeline(self.folder)
-        self._spec, self.batch_size = spec, batch_size
+        self._spec, self.batch_size, self.precision = spec, batch_size, precision
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

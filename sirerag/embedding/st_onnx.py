@@ -1,10 +1,9 @@
 """MiniLM on ONNX Runtime (extra ``onnx``), through sentence-transformers' own ``backend="onnx"``.
 
 ``minilm-onnx`` exports the shipped all-MiniLM-L6-v2 weights (sha256-checked) to
-ONNX with Optimum, offline. (The dynamically quantised int8 export,
-sentence-transformers' ``export_dynamic_quantized_onnx_model`` with the AVX2
-configuration, was tried and is not offered: its vectors fell below cosine 0.99
-with the torch model on the data/ sample.) The export is done once and kept in a model folder
+ONNX with Optimum, offline. (Its dynamically quantised int8 export is not offered here: its vectors fall
+below cosine 0.99 with the torch model; ``embedder.precision = "int8"`` quantises the query export instead,
+:func:`~sirerag.embedding.query_export.ensure_minilm_int8_export`.) The export is done once and kept in a model folder
 (default ``$XDG_CACHE_HOME/sirerag/onnx/<weights sha256>``, replaced atomically),
 so later loads only read it. Each spec has its own name in manifests and cache
 keys, so vectors of different backends never mix.

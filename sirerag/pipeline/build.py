@@ -116,13 +116,17 @@ def _build(corpus: str | Path | Sequence[Document], out: Path, config: BuildConf
 def check_specs(config: BuildConfig) -> BuildConfig:
     """Check the form of the embedder and LLM specs without loading anything, and that an ``st:`` embedder
     can be found (a folder, the Hugging Face cache or the Hub), so a typo stops the build before any work;
-    returns ``config``. Raises ``ConfigError``."""
+    returns ``config``. Raises ``ConfigError`` (``MissingExtraError`` when ``int8`` lacks its packages)."""
     from sirerag.embedding import parse_embedder_spec
     from sirerag.embedding.backends import check_precision
     from sirerag.llm.factory import parse_spec
 
     backend, rest = parse_embedder_spec(config.embedder.spec, option=EMBEDDER_OPTION)
     check_precision(backend, config.embedder.precision, "embedder.precision")  # bfloat16 is torch's only
+    if config.embedder.precision == "int8":
+        from sirerag.embedding.query_export import require_int8
+
+        require_int8()  # a missing package stops the build before any work, naming the extra
     for option, spec in ((LLM_OPTION, config.llm.spec), (EXTRACTOR_OPTION, config.extraction.llm)):
         if spec is not None:
             parse_spec(spec, option=option)

@@ -169,7 +169,7 @@ class BuildRunner(IndexWriter):
         self.counts.update(documents=len(self.documents), chunks=len(self.chunks))
 
     def query_export(self, stage: Stage) -> None:
-        export = query_export()
+        export = query_export(self.config.embedder.precision)
         if export is not None:  # what the index needs to know; whether this run wrote it is in the log only,
             # so the same input gives the same manifest (its time is in ``timings``)
             self.query_export_record = {k: export[k] for k in ("backend", "key")}
@@ -259,10 +259,14 @@ class BuildRunner(IndexWriter):
         return record
 
 
-def query_export() -> dict[str, Any] | None:
+def query_export(precision: str = "float32") -> dict[str, Any] | None:
     """Export MiniLM to ONNX for fast dense searches, once per machine; best effort: a build never
-    fails for it. None when the packages for it are missing."""
-    from sirerag.embedding.query_export import ensure_minilm_query_export, export_available
+    fails for it. None when the packages for it are missing. With ``precision`` ``int8`` it is the int8 export
+    the build embeds with and its searches encode with (which fails the build when it cannot be made)."""
+    from sirerag.embedding.query_export import ensure_minilm_int8_export, ensure_minilm_query_export, export_available
+
+    if precision == "int8":
+        return ensure_minilm_int8_export()
 
     if not export_available():
         logger.info("no ONNX export of MiniLM for fast dense searches: onnx, onnxruntime or tokenizers is not "

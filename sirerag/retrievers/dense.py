@@ -80,15 +80,17 @@ class DenseRetriever(SearchOne, Closing):
 
 def index_embedder(index: LoadedIndex, embedder: Embedder | None = None) -> Embedder:
     """The query embedder for the embedder recorded in an index's manifest (or ``embedder`` when
-    given): for ``minilm``, its ONNX export when present (:func:`~sirerag.embedding.load_query_embedder`)."""
+    given): for ``minilm``, its ONNX export when present (:func:`~sirerag.embedding.load_query_embedder`), and
+    for an index embedded in int8 the int8 export."""
     if embedder is not None:
         return embedder
     from sirerag.embedding import load_query_embedder
+    from sirerag.embedding.precision import precision_of
 
-    spec = index.manifest.embedder.loads_as if index.manifest.embedder is not None else None
-    if not spec:
+    record = index.manifest.embedder
+    if record is None or not record.loads_as:
         raise IndexFormatError(f"{index.path}: manifest names no embedder; pass one explicitly")
-    return load_query_embedder(spec, show_progress=False)
+    return load_query_embedder(record.loads_as, show_progress=False, precision=precision_of(record.spec or ""))
 
 
 def load(index: LoadedIndex, *, embedder: Embedder | None = None, exact: bool = False,

@@ -13,6 +13,8 @@ TREE_CHOICES = ("similarity", "relatedness")
 AGGREGATE_VECTORS = ("mean", "token_mean", "text", "window")
 #: What embeds the entity graph's names (:class:`GraphConfig`).
 NAME_VECTORS = ("index", "static")
+#: What the embedder computes in (:class:`EmbedderConfig`); the CLI's ``--precision`` offers these.
+EMBEDDER_PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,9 @@ class EmbedderConfig:
     vectors, faster) unless the embedder computes in bfloat16, which is faster still; ``same`` embeds
     them with ``spec`` like everything else.
     ``precision``: what a torch embedder (``minilm``, ``st:``) computes in: ``auto`` (bfloat16 where the
-    CPU has bfloat16 instructions, else float32), ``float32`` or ``bfloat16`` (torch backends only)."""
+    CPU has bfloat16 instructions, else float32), ``float32`` or ``bfloat16`` (torch backends only); ``int8``
+    (``minilm`` only): every text of the build and every query of a search is embedded on ONNX Runtime by
+    MiniLM's ONNX export with its weights quantised to int8, made once per machine (extra ``local``)."""
 
     spec: str = "minilm"
     batch_size: int = 64
@@ -69,8 +73,8 @@ class EmbedderConfig:
         check(self.batch_size > 0, "embedder.batch_size", self.batch_size, "a positive integer")
         check(self.short_texts in ("auto", "same"), "embedder.short_texts", self.short_texts,
               "one of 'auto', 'same'")
-        check(self.precision in ("auto", "float32", "bfloat16"), "embedder.precision", self.precision,
-              "one of 'auto', 'float32', 'bfloat16'")  # which backends take bfloat16: the build's check_specs
+        check(self.precision in EMBEDDER_PRECISIONS, "embedder.precision", self.precision,
+              "one of " + ", ".join(repr(p) for p in EMBEDDER_PRECISIONS))  # which backends take which: check_specs
 
 
 @dataclass(frozen=True)
