@@ -113,3 +113,11 @@ def test_the_chain_is_a_setting_off_by_default_and_checked():
     assert made is not None and made.rest == Rest.of(QUESTION, NAMES) and not made.words
     off = SimpleNamespace(bridge_settings=BridgeSettings(), embedder=None)
     assert PPRRetriever.chain(off, QUESTION, NAMES) is None
+
+
+def test_a_question_with_several_seeds_chains_from_each_through_its_best_proposition(bridge):
+    settings = BridgeSettings(hops=3, top=2, max_seeds=1, seed_weight=0.3)
+    plain = bridge.each_seed(QUERY, [0, 4], settings)
+    assert {b.hop for b in plain} == {1}  # one hop from each seed without the chain
+    chained = bridge.each_seed(QUERY, [0, 4], settings, chain())
+    assert [(b.node, b.hop) for b in sorted(chained, key=lambda b: b.hop)] == [(1, 1), (2, 2), (3, 3)]

@@ -191,7 +191,8 @@ class PropositionBridge:
             # what each leads to ("the director of A or of B"): each seed bridges on its own, lightly
             if settings.seed_weight <= 0:
                 return
-            found, weight = self.each_seed(query_vector, list(seeds.entities), settings), weight * settings.seed_weight
+            found = self.each_seed(query_vector, list(seeds.entities), settings, chain)
+            weight *= settings.seed_weight
         else:
             found = self.bridges(query_vector, list(seeds.entities), settings, chain=chain)
         # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
@@ -224,13 +225,15 @@ class PropositionBridge:
             return []
         return [(p, settings.synonym_titles * float(cosines[best])) for p in self.titled[int(titles[best])]]
 
-    def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
-        """Bridges from each seed on its own (one hop, the best proposition, never to another seed),
-        strongest activation per entity."""
-        one = replace(settings, top=1, hops=1)
+    def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
+                  chain: Chain | None = None) -> list[Bridge]:
+        """Bridges from each seed on its own (one hop, the best proposition, never to another seed; with ``chain``
+        the best proposition per hop while something is left of the question), strongest activation per
+        entity."""
+        one = replace(settings, top=1, hops=settings.hops if chain is not None else 1)
         best: dict[int, Bridge] = {}
         for seed in seeds:
-            for bridge in self.bridges(query_vector, [seed], one, avoid=[n for n in seeds if n != seed]):
+            for bridge in self.bridges(query_vector, [seed], one, avoid=[n for n in seeds if n != seed], chain=chain):
                 if bridge.node not in best or bridge.score > best[bridge.node].score:
                     best[bridge.node] = bridge
         return list(best.values())
