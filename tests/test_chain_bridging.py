@@ -121,3 +121,17 @@ def test_a_question_with_several_seeds_chains_from_each_through_its_best_proposi
     assert {b.hop for b in plain} == {1}  # one hop from each seed without the chain
     chained = bridge.each_seed(QUERY, [0, 4], settings, chain())
     assert [(b.node, b.hop) for b in sorted(chained, key=lambda b: b.hop)] == [(1, 1), (2, 2), (3, 3)]
+
+
+def test_without_decay_a_deep_hop_is_capped_by_its_seeds_weight_not_its_parents(bridge):
+    from sirerag.graph.linking import Seeds
+
+    weights = {}
+    for decay in (True, False):
+        seeds = Seeds(entities={0: 1.0})
+        bridge.add_to(seeds, QUERY, BridgeSettings(hops=2, top=1, weight=0.5, chain_decay=decay), chain())
+        weights[decay] = seeds
+    first, second = weights[True].bridges
+    assert weights[True].entities[1] == pytest.approx(0.5 * first.score)  # specificity 1, seed weight 1
+    assert weights[True].entities[2] == pytest.approx(0.5 * second.score * 0.5 * first.score)
+    assert weights[False].entities[2] == pytest.approx(0.5 * second.score)

@@ -196,8 +196,11 @@ class PropositionBridge:
         else:
             found = self.bridges(query_vector, list(seeds.entities), settings, chain=chain)
         # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
+        root: dict[int, int] = {}  # bridged entity -> the seed its chain starts from
         for bridge in found:
-            parent = seeds.entities.get(bridge.via, 0.0)
+            root[bridge.node] = root.get(bridge.via, bridge.via)
+            capped_by = bridge.via if settings.chain_decay or chain is None else root[bridge.node]
+            parent = seeds.entities.get(capped_by, 0.0)
             specificity = max(float(self.passages[bridge.node]) - 1.0, 1.0) ** -settings.specificity
             gain = weight * bridge.score * min(specificity, parent)
             seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain

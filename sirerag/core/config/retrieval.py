@@ -89,6 +89,8 @@ class BridgeSettings:
                                  "matched); a branch with nothing left stops")
     chain_words: bool = setting(True, "`chain`: a further hop follows only a proposition that shares a word with "
                                       "what is left")
+    chain_decay: bool = setting(True, "`chain`: a bridged entity's weight is capped by its parent's (false: by its "
+                                      "seed's, so a deep hop is not weakened by the hops before it)")
 
     @classmethod
     def from_options(cls, **options: Any) -> "BridgeSettings":
