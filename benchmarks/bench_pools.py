@@ -14,6 +14,9 @@ built-in grid) over the index's full pool and over its leaves alone (the same in
 pool restricted to ``kind == leaf``), query embeddings computed once:
 
     python -m benchmarks.bench_pools --grid idx-musique ../shared/bench/musique/questions.jsonl --split dev
+
+``--by FIELD`` (with ``--grid``) evaluates the questions in groups of one value of a field of their rows
+(MuSiQue's ``hops``): one row per group (``"group": value``), then the row of all of them.
 """
 from __future__ import annotations
 
@@ -85,6 +88,40 @@ def leaves_only(index):
                                     embeddings=index.pool.embeddings[rows]))
 
 
+def grouped(questions: list, path: str, by: str | None) -> dict:
+    """``{"all": questions}``, or with ``by`` the questions by the value of that field of their rows."""
+    if not by:
+        return {"all": questions}
+    value = {}
+    with open(path, encoding="utf-8") as rows:
+        for line in rows:
+            if line.strip():
+                row = json.loads(line)
+                value[str(row.get("id"))] = row.get(by)
+    out: dict = {}
+    for q in questions:
+        out.setdefault(value.get(q.id), []).append(q)
+    return dict(sorted(out.items(), key=lambda kv: str(kv[0])))
+
+
+def merged(results: list[dict]) -> dict:
+    """The results of groups of questions as one: each mean weighted by its questions (answer recall by the
+    questions it counts); the latency percentiles are the groups' weighted means, an approximation."""
+    n = sum(r["n_questions"] for r in results)
+    out = dict(results[0], n_questions=n)
+    for key, value in results[0].items():
+        if key.startswith(("passage_recall@", "ndcg@", "mrr@", "latency_ms_")):
+            out[key] = sum(r[key] * r["n_questions"] for r in results) / n
+        elif key.startswith("answer_recall@") and value is not None:
+            counted = sum(r["answer_recall_questions"] for r in results)
+            out[key] = sum(r[key] * r["answer_recall_questions"] for r in results) / max(counted, 1)
+        elif key == "passage_recall_curve":
+            out[key] = [sum(r[key][i] * r["n_questions"] for r in results) / n for i in range(len(value))]
+        elif key in ("answer_recall_questions", "yes_no_excluded", "no_answer_excluded"):
+            out[key] = sum(r[key] for r in results)
+    return out
+
+
 def grid(args, report: Report) -> None:
     import logging
 
@@ -99,6 +136,7 @@ def grid(args, report: Report) -> None:
     full = load_index(index_dir)
     pools = {"full": full, "leaves": leaves_only(full)}
     questions = load_questions(questions_path, split=args.split or None, limit=args.limit)
+    groups = grouped(questions, questions_path, args.by)
     embedder = MemoEmbedder(index_embedder(full))
     rows = report.results.setdefault("rows", [])
     for label, (name, options) in configs.items():
@@ -107,8 +145,15 @@ def grid(args, report: Report) -> None:
             with Timer() as timer:
                 retriever = load_retriever(name, index, embedder=embedder, **options) if name != "bm25" \
                     else load_retriever(name, index, **options)
-                result = evaluate_retrieval(index.pool, retriever, questions, show_progress=False)
-            row = {"config": label, "pool": pool_name, "seconds": round(timer.wall_s, 1), **result.to_dict()}
+                results = {value: evaluate_retrieval(index.pool, retriever, group, show_progress=False).to_dict()
+                           for value, group in groups.items()}
+            if args.by:
+                for value, result in results.items():
+                    row = {"config": label, "pool": pool_name, "group": value, **result}
+                    rows.append(row)
+                    print(json.dumps({k: v for k, v in row.items() if k not in ("latency_ms_p95",)}), flush=True)
+                results = {"all": merged(list(results.values()))}
+            row = {"config": label, "pool": pool_name, "seconds": round(timer.wall_s, 1), **results["all"]}
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k not in ("latency_ms_p95",)}), flush=True)
     report.write(args.json_out, show=False)
@@ -118,6 +163,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grid", nargs=2, metavar=("INDEX", "QUESTIONS"), help="evaluate a grid of retrievers in-process")
     ap.add_argument("--configs", help="with --grid: JSON file of {label: [retriever, {options}]}")
+    ap.add_argument("--by", help="with --grid: evaluate the questions grouped by this field of their rows")
     ap.add_argument("--pools", nargs="+", default=["leaves", "full"], choices=["leaves", "full"])
     ap.add_argument("--bench", default=str(Path(__file__).resolve().parents[2] / "shared" / "bench"))
     ap.add_argument("--out", default="runs/bench")

@@ -36,7 +36,8 @@ from sirerag.core.io import load_npy
 from sirerag.core.config import GraphConfig
 from sirerag.core.config.retrieval import BridgeSettings
 from sirerag.graph.build import EntityGraph, GraphFact
-from sirerag.graph.facts import FactTable, fact_arrays
+from sirerag.graph.chain import Chain, Rest
+from sirerag.graph.facts import FactTable, fact_arrays, title_facts
 from sirerag.graph.linking import Bridge, Seeds
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class PropositionBridge:
         naming = np.repeat(np.arange(len(facts), dtype=np.int64), np.diff(self._named_indptr))
         self.entity_facts = sp.csr_matrix((np.ones(len(self._named), np.float32), (self._named, naming)),
                                           shape=(n_entities, len(facts)))
-        self.title_facts, self._fact_titles = _title_facts(fact_passage, passage_key, titles, self.entity_facts)
+        self.title_facts, self._fact_titles = title_facts(fact_passage, passage_key, titles, self.entity_facts)
         self.titled: dict[int, list[int]] = {}  # entity node -> the passage nodes it titles
         for entity, passage in titles if passage_index is not None else ():
             if passage_index is not None and passage in passage_index:
@@ -104,37 +105,37 @@ class PropositionBridge:
         self.synonym_threshold = float(synonym_threshold)
 
     def bridges(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
-                avoid: Sequence[int] = ()) -> list[Bridge]:
+                avoid: Sequence[int] = (), chain: Chain | None = None) -> list[Bridge]:
         """The entities reached from ``seeds`` (entity nodes), strongest activation per entity; the nodes in
-        ``avoid`` are neither reached nor passed through."""
+        ``avoid`` are neither reached nor passed through. With ``chain`` (:mod:`sirerag.graph.chain`) each hop
+        after the first is scored by what is left of the question along the branch that reached the frontier
+        entity, and a branch with nothing left stops."""
         query = np.asarray(query_vector, dtype=np.float32)
         frontier = {int(n): 1.0 for n in seeds}
+        rests = {n: chain.rest for n in frontier} if chain is not None else {}
         visited = set(frontier) | {int(n) for n in avoid}
         found: list[Bridge] = []
         for hop in range(1, settings.hops + 1):
             if not frontier:
                 break
-            nodes = np.fromiter(frontier, dtype=np.int64)
-            candidates = self.entity_facts[nodes].indices
-            if self.title_facts is not None and settings.titles:
-                candidates = np.concatenate([candidates, self.title_facts[nodes].indices])
-            candidates = np.unique(candidates)
-            # only propositions that lead somewhere new compete for the ``top`` places
-            candidates = candidates[[any(int(e) not in visited for e in self._named[self._named_indptr[c]:
-                                                                                   self._named_indptr[c + 1]])
-                                     for c in candidates]]
-            if candidates.size == 0:
-                break
-            scores = np.asarray(self.vectors[candidates if self.rows is None else self.rows[candidates]],
-                                dtype=np.float32) @ query
-            order = np.argsort(-scores, kind="stable")[:settings.top]
+            groups: list[tuple[set[int], np.ndarray, Rest | None]] = [(set(frontier), query, None)]
+            if chain is not None and hop > 1:
+                groups = _rest_groups(frontier, rests, chain)
+                if not groups:
+                    break  # nothing is left of the question on any branch
+            candidates, scores, group = self._ranked(groups, visited, settings)
             reached: dict[int, Bridge] = {}
-            for j in order:
-                score = float(scores[j])
-                if score < settings.threshold:
+            reached_rests: dict[int, Rest] = {}
+            taken = 0
+            for c, score, g in zip(candidates.tolist(), scores.tolist(), group.tolist()):
+                if taken >= settings.top or score < settings.threshold:
                     break
-                fact = self.facts[int(candidates[j])]
-                naming = [e for e in fact.entities + self.title_nodes(int(candidates[j])) if e in frontier]
+                nodes, _, rest = groups[g]
+                fact = self.facts[c]
+                if rest is not None and chain is not None and chain.words and not rest.matches(fact.text):
+                    continue  # shares no word with what is left of the question
+                taken += 1
+                naming = [e for e in fact.entities + self.title_nodes(c) if e in nodes]
                 via = max(naming, key=lambda e: (frontier[e], -e))
                 activation = frontier[via] * score
                 for node in fact.entities:
@@ -142,10 +143,38 @@ class PropositionBridge:
                         continue
                     if node not in reached or activation > reached[node].score * frontier[reached[node].via]:
                         reached[node] = Bridge(node=node, hop=hop, via=via, text=fact.text, score=score)
+                        if chain is not None:
+                            reached_rests[node] = rests[via].after(fact.text)
             frontier = {n: frontier[b.via] * b.score for n, b in reached.items()}
+            rests = reached_rests
             visited |= set(reached)
             found += reached.values()
         return found
+
+    def _ranked(self, groups: Sequence[tuple[set[int], np.ndarray, Rest | None]], visited: set[int],
+                settings: BridgeSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(fact, score, group)`` of the propositions the frontier ``groups`` name that lead somewhere new,
+        each scored by its group's vector (its best group when several name it), best first (equal scores:
+        the lower fact first)."""
+        parts = []
+        for g, (nodes, vector, _) in enumerate(groups):
+            rows = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
+            candidates = self.entity_facts[rows].indices
+            if self.title_facts is not None and settings.titles:
+                candidates = np.concatenate([candidates, self.title_facts[rows].indices])
+            candidates = np.unique(candidates)
+            # only propositions that lead somewhere new compete for the ``top`` places
+            candidates = candidates[[any(int(e) not in visited for e in self._named[self._named_indptr[c]:
+                                                                                   self._named_indptr[c + 1]])
+                                     for c in candidates]].astype(np.int64)
+            scores = np.asarray(self.vectors[candidates if self.rows is None else self.rows[candidates]],
+                                dtype=np.float32) @ vector
+            parts.append((candidates, scores, np.full(candidates.size, g, dtype=np.int64)))
+        candidates, scores, group = (np.concatenate(x) for x in zip(*parts))
+        order = np.lexsort((group, candidates, -scores))
+        _, first = np.unique(candidates[order], return_index=True)  # each fact once, at its best score
+        order = order[np.sort(first)]
+        return candidates[order], scores[order], group[order]
 
     def title_nodes(self, fact: int) -> tuple[int, ...]:
         """The title nodes through which ``fact`` is reached that it does not name itself (its passage's titles)."""
@@ -154,8 +183,10 @@ class PropositionBridge:
         start, stop = self._fact_titles.indptr[fact], self._fact_titles.indptr[fact + 1]
         return tuple(int(e) for e in self._fact_titles.indices[start:stop])
 
-    def add_to(self, seeds: Seeds, query_vector: np.ndarray, settings: BridgeSettings) -> None:
-        """Bridge from ``seeds``' entities and add the bridged entities to them (in place)."""
+    def add_to(self, seeds: Seeds, query_vector: np.ndarray, settings: BridgeSettings,
+               chain: Chain | None = None) -> None:
+        """Bridge from ``seeds``' entities and add the bridged entities to them (in place); ``chain``: hop by
+        hop, each hop after the first scored by what is left of the question (a question that bridges fully)."""
         if settings.hops <= 0 or not seeds.entities:
             return
         weight = settings.weight
@@ -164,12 +195,16 @@ class PropositionBridge:
             # what each leads to ("the director of A or of B"): each seed bridges on its own, lightly
             if settings.seed_weight <= 0:
                 return
-            found, weight = self.each_seed(query_vector, list(seeds.entities), settings), weight * settings.seed_weight
+            found = self.each_seed(query_vector, list(seeds.entities), settings, chain)
+            weight *= settings.seed_weight
         else:
-            found = self.bridges(query_vector, list(seeds.entities), settings)
+            found = self.bridges(query_vector, list(seeds.entities), settings, chain=chain)
         # hop order: a bridge's parent has its weight before the bridge; a bridge never outweighs its parent
+        root: dict[int, int] = {}  # bridged entity -> the seed its chain starts from
         for bridge in found:
-            parent = seeds.entities.get(bridge.via, 0.0)
+            root[bridge.node] = root.get(bridge.via, bridge.via)
+            capped_by = bridge.via if settings.chain_decay or chain is None else root[bridge.node]
+            parent = seeds.entities.get(capped_by, 0.0)
             specificity = max(float(self.passages[bridge.node]) - 1.0, 1.0) ** -settings.specificity
             gain = weight * bridge.score * min(specificity, parent)
             seeds.entities[bridge.node] = seeds.entities.get(bridge.node, 0.0) + gain
@@ -197,44 +232,31 @@ class PropositionBridge:
             return []
         return [(p, settings.synonym_titles * float(cosines[best])) for p in self.titled[int(titles[best])]]
 
-    def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings) -> list[Bridge]:
-        """Bridges from each seed on its own (one hop, the best proposition, never to another seed),
-        strongest activation per entity."""
-        one = replace(settings, top=1, hops=1)
+    def each_seed(self, query_vector: np.ndarray, seeds: Sequence[int], settings: BridgeSettings,
+                  chain: Chain | None = None) -> list[Bridge]:
+        """Bridges from each seed on its own (one hop, the best proposition, never to another seed; with ``chain``
+        the best proposition per hop while something is left of the question), strongest activation per
+        entity."""
+        one = replace(settings, top=1, hops=settings.hops if chain is not None else 1)
         best: dict[int, Bridge] = {}
         for seed in seeds:
-            for bridge in self.bridges(query_vector, [seed], one, avoid=[n for n in seeds if n != seed]):
+            for bridge in self.bridges(query_vector, [seed], one, avoid=[n for n in seeds if n != seed], chain=chain):
                 if bridge.node not in best or bridge.score > best[bridge.node].score:
                     best[bridge.node] = bridge
         return list(best.values())
 
 
-def _title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: Sequence[tuple[int, str]],
-                 entity_facts: sp.csr_matrix) -> tuple[sp.csr_matrix | None, sp.csr_matrix | None]:
-    """``(title node x fact, fact x title node)`` incidence of the facts of the passages each title node titles,
-    without the facts that name their title already; ``(None, None)`` when there are none. ``fact_passage``: a
-    key of each fact's passage; ``passage_key``: passage id -> that key."""
-    if not len(titles) or not len(fact_passage):
-        return None, None
-    keys, fact_position = np.unique(fact_passage, return_inverse=True)  # the facts' passages, 0 .. len(keys) - 1
-    title_entity = np.fromiter((int(e) for e, _ in titles), np.int64, count=len(titles))
-    title_key = np.fromiter((passage_key.get(p, -1) for _, p in titles), np.int64, count=len(titles))
-    title_passage = np.minimum(np.searchsorted(keys, title_key), len(keys) - 1)
-    keep = (keys[title_passage] == title_key) & (title_key >= 0)  # titles of passages that have facts
-    # passage -> its facts (CSR over passage positions), then every (title node, fact of its passage)
-    order = np.argsort(fact_position, kind="stable")
-    bounds = np.searchsorted(fact_position[order], np.arange(len(keys) + 1))
-    starts, stops = bounds[title_passage[keep]], bounds[title_passage[keep] + 1]
-    entity = np.repeat(title_entity[keep], stops - starts)
-    fact = order[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [np.zeros(0, np.int64)])]
-    pairs = sp.csr_matrix((np.ones(entity.size, np.float32), (entity, fact)), shape=entity_facts.shape)
-    pairs.sum_duplicates()
-    pairs = pairs - pairs.multiply(entity_facts > 0)  # a fact that names its title already needs no title edge
-    pairs.eliminate_zeros()
-    if not pairs.nnz:
-        return None, None
-    pairs.data[:] = 1.0
-    return pairs.tocsr(), pairs.T.tocsr()
+def _rest_groups(frontier: Mapping[int, float], rests: Mapping[int, Rest],
+                 chain: Chain) -> list[tuple[set[int], np.ndarray, Rest | None]]:
+    """The frontier entities grouped by what is left of the question along their branch, each group with the
+    vector of its rest; an entity with nothing left is in none (its branch stops)."""
+    vectors = chain.vectors([rests[n] for n in frontier])
+    groups: dict[str, tuple[set[int], np.ndarray, Rest | None]] = {}
+    for node in frontier:
+        text = rests[node].text
+        if text:
+            groups.setdefault(text, (set(), vectors[text], rests[node]))[0].add(node)
+    return list(groups.values())
 
 
 def load_bridge(index: LoadedIndex, graph: EntityGraph, embedder: Embedder, aids: dict[str, Any] | None = None, *,

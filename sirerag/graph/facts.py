@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator, Sequence, overload
 
 import numpy as np
+import scipy.sparse as sp
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import load_npy, save_npy
@@ -117,3 +118,31 @@ class FactTable(Sequence[GraphFact]):
 
     def __repr__(self) -> str:
         return f"FactTable({len(self)} facts, {str(self.path)!r})"
+
+
+def title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: Sequence[tuple[int, str]],
+                 entity_facts: sp.csr_matrix) -> tuple[sp.csr_matrix | None, sp.csr_matrix | None]:
+    """``(title node x fact, fact x title node)`` incidence of the facts of the passages each title node titles,
+    without the facts that name their title already; ``(None, None)`` when there are none. ``fact_passage``: a
+    key of each fact's passage; ``passage_key``: passage id -> that key."""
+    if not len(titles) or not len(fact_passage):
+        return None, None
+    keys, fact_position = np.unique(fact_passage, return_inverse=True)  # the facts' passages, 0 .. len(keys) - 1
+    title_entity = np.fromiter((int(e) for e, _ in titles), np.int64, count=len(titles))
+    title_key = np.fromiter((passage_key.get(p, -1) for _, p in titles), np.int64, count=len(titles))
+    title_passage = np.minimum(np.searchsorted(keys, title_key), len(keys) - 1)
+    keep = (keys[title_passage] == title_key) & (title_key >= 0)  # titles of passages that have facts
+    # passage -> its facts (CSR over passage positions), then every (title node, fact of its passage)
+    order = np.argsort(fact_position, kind="stable")
+    bounds = np.searchsorted(fact_position[order], np.arange(len(keys) + 1))
+    starts, stops = bounds[title_passage[keep]], bounds[title_passage[keep] + 1]
+    entity = np.repeat(title_entity[keep], stops - starts)
+    fact = order[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [np.zeros(0, np.int64)])]
+    pairs = sp.csr_matrix((np.ones(entity.size, np.float32), (entity, fact)), shape=entity_facts.shape)
+    pairs.sum_duplicates()
+    pairs = pairs - pairs.multiply(entity_facts > 0)  # a fact that names its title already needs no title edge
+    pairs.eliminate_zeros()
+    if not pairs.nnz:
+        return None, None
+    pairs.data[:] = 1.0
+    return pairs.tocsr(), pairs.T.tocsr()

@@ -23,6 +23,7 @@ from sirerag.core.config import GraphConfig
 from sirerag.core.config.retrieval import BridgeSettings, PoolRule, PPRSettings
 from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
+from sirerag.graph.chain import Chain, Rest
 from sirerag.graph.entries import entry_node_matrix, entry_scores
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
@@ -156,10 +157,11 @@ class PPRRetriever(SearchOne, Closing):
             names = self.name_embedder
             emb = names.encode_documents(flat) if flat else np.zeros((0, names.dim), np.float32)
             out, start = [], 0
-            for ents, m, vector in zip(found, matched, query_embeddings):
+            for q, ents, m, vector in zip(queries, found, matched, query_embeddings):
                 seeds = surface_seeds(self.graph, [(x.text, x.node) for x in m], ents, emb[start:start + len(ents)])
                 if self.bridge is not None:
-                    self.bridge.add_to(seeds, vector, self.bridge_settings)
+                    self.bridge.add_to(seeds, vector, self.bridge_settings,
+                                       self.chain(q, [x.text for x in m] + ents))
                 out.append(seeds)
                 start += len(ents)
             return out
@@ -175,6 +177,12 @@ class PPRRetriever(SearchOne, Closing):
             seeds.candidates = cands
             out.append(seeds)
         return out
+
+    def chain(self, query: str, names: Sequence[str]) -> Chain | None:
+        """Hop-by-hop bridging of ``query`` whose linked names are ``names`` (``bridge_chain``), else None."""
+        if not self.bridge_settings.chain:
+            return None
+        return Chain(Rest.of(query, names), self.embedder.encode_queries, words=self.bridge_settings.chain_words)
 
     # -- search ----------------------------------------------------------------------------------
     def node_scores(self, queries: Sequence[str]) -> tuple[np.ndarray | None, list[Seeds], np.ndarray]:

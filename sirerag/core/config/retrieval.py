@@ -86,6 +86,13 @@ class BridgeSettings:
                                          "that passage (0: none)")
     synonym_titles: float = setting(0.3, "a bridged entity that titles none gives this x cosine to the passage its "
                                          "closest synonym titles (0: off)")
+    chain: bool = setting(False, "hop by hop: each hop after the first is scored by what is left of the question "
+                                 "(its words without the linked names' and those the propositions followed "
+                                 "matched); a branch with nothing left stops")
+    chain_words: bool = setting(True, "`chain`: a further hop follows only a proposition that shares a word with "
+                                      "what is left")
+    chain_decay: bool = setting(True, "`chain`: a bridged entity's weight is capped by its parent's (false: by its "
+                                      "seed's, so a deep hop is not weakened by the hops before it)")
 
     @classmethod
     def from_options(cls, **options: Any) -> "BridgeSettings":  # Any: values of several types, validated
