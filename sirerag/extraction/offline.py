@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable, Sequence
 
+from sirerag.core.config.sections import spacy_model, uses_rule_tagger
 from sirerag.text.chunking import sentence_spans
 from sirerag.extraction.normalize import normalize_entities
 from sirerag.extraction.substitution import (kind_words, opening_name, person_like, substitute_person,
@@ -43,8 +44,8 @@ class OfflineExtractor:
     """
 
     def __init__(self, tag: TagFunction | None = None, *, spec: str = "offline:rules",
-                 resolve_pronouns: bool = True) -> None:
-        self._tagger = EntityTagger()
+                 resolve_pronouns: bool = True, tagger: EntityTagger | None = None) -> None:
+        self._tagger = tagger or EntityTagger()
         self._tag: TagFunction = tag or (lambda text, hints: self._tagger.tag(text, hints=hints))
         self.spec = spec
         self.resolve_pronouns = resolve_pronouns
@@ -156,25 +157,21 @@ def offline_extractor(ner: str, corpus: Callable[[], Iterable[str]], *,
         MissingExtraError: ``spacy:...`` without spaCy installed.
         ConfigError: the spaCy pipeline cannot be loaded.
     """
-    if ner.startswith("spacy:"):
-        from sirerag.extraction.spacy_ner import spacy_tagger
+    model = spacy_model(ner)
+    rules: EntityTagger | None = None
+    if uses_rule_tagger(ner):
+        rules = EntityTagger.from_counts(counts) if counts is not None else EntityTagger().fit(corpus())
+    if model is None:
+        return OfflineExtractor(tagger=rules)
+    from sirerag.extraction.spacy_ner import QUANTITY_LABELS, spacy_tagger, union_tagger
 
-        model = ner.split(":", 1)[1]
-        return OfflineExtractor(spacy_tagger(model), spec=f"offline:spacy:{model}")
-    extractor = OfflineExtractor()
-    if counts is not None:
-        extractor._tagger = EntityTagger.from_counts(counts)
-    else:
-        extractor.fit(corpus())
-    if ner.startswith("rules+spacy:"):
-        from sirerag.extraction.spacy_ner import QUANTITY_LABELS, spacy_tagger, union_tagger
-
-        model = ner.split(":", 1)[1]
-        rules = extractor._tagger
-        extractor._tag = union_tagger(lambda text, hints: rules.tag(text, hints=hints),
-                                       spacy_tagger(model, skipped=QUANTITY_LABELS, names_only=True))
-        extractor.spec = f"offline:rules+spacy:{model}"
-    return extractor
+    if rules is None:
+        return OfflineExtractor(spacy_tagger(model), spec=f"offline:{ner}")
+    tag_rules = rules.tag
+    # the union takes only names from the pipeline: the rule tagger tags years and numbers of its own
+    return OfflineExtractor(union_tagger(lambda text, hints: tag_rules(text, hints=hints),
+                                         spacy_tagger(model, skipped=QUANTITY_LABELS, names_only=True)),
+                            spec=f"offline:{ner}", tagger=rules)
 
 
 def extract_offline(chunks: Sequence[Chunk], documents: Sequence[Document], extractor: OfflineExtractor, *,

@@ -128,6 +128,11 @@ class TreeConfig:
         check(self.summary_max_tokens >= 16, "tree.summary_max_tokens", self.summary_max_tokens, "an integer >= 16")
 
 
+def spacy_model(ner: str) -> str | None:
+    """The spaCy pipeline an ``extraction.ner`` value names (``spacy:MODEL``, ``rules+spacy:MODEL``), else None."""
+    return ner.split("spacy:", 1)[1] if ner.startswith(("spacy:", "rules+spacy:")) else None
+
+
 def uses_rule_tagger(ner: str) -> bool:
     """Whether ``extraction.ner`` tags with the rule tagger (alone or in union with spaCy), whose word counts
     the graph stores for query tagging."""
@@ -170,8 +175,7 @@ class ExtractionConfig:
         check_types(self, "extraction")
         check(self.extractor in ("auto", "offline", "llm"), "extraction.extractor", self.extractor,
               "one of 'auto', 'offline', 'llm'")
-        model = self.ner.split("spacy:", 1)[1] if self.ner.startswith(("spacy:", "rules+spacy:")) else ""
-        check(self.ner == "rules" or bool(model.strip()), "extraction.ner", self.ner,
+        check(self.ner == "rules" or bool((spacy_model(self.ner) or "").strip()), "extraction.ner", self.ner,
               "'rules', 'spacy:MODEL' or 'rules+spacy:MODEL'")
         check(self.max_attempts >= 1, "extraction.max_attempts", self.max_attempts, "an integer >= 1")
         for name in ("rewrite_max_tokens", "extract_max_tokens"):
