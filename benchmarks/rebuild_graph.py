@@ -37,7 +37,7 @@ def main() -> None:
                     help="what the index embedder computes the names in (the build's default is auto)")
     ap.add_argument("--synonym-max-neighbors", type=int)
     ap.add_argument("--synonym-threshold", type=float)
-    ap.add_argument("--name-vectors", choices=("index", "static"), help="graph.name_vectors")
+    ap.add_argument("--name-vectors", choices=("index", "static", "int8"), help="graph.name_vectors")
     add_json_argument(ap)
     args = ap.parse_args()
     report = Report("rebuild_graph")
@@ -72,7 +72,9 @@ def main() -> None:
     cache = Path(args.cache) if args.cache else src / "cache"
     embedder = load_embedder(spec, cache_dir=cache / "embeddings", show_progress=False, precision=args.precision)
     with Timer() as timer:
-        info = build_and_save_graph(target, index.documents(), index.propositions(), embedder=embedder, config=config)
+        info = build_and_save_graph(target, index.documents(), index.propositions(), embedder=embedder, config=config,
+                                    pool=index.pool, chunk_texts=(c.text for c in index.chunks()),
+                                    ner=index.manifest.build_config().extraction.ner)
         register_component(target, "graph", **info)
     report.results.update({"index": str(src), "variant": str(target), "graph_config": dataclasses.asdict(config),
                            "seconds": round(timer.wall_s, 1), **timer.to_dict(ndigits=2), "stats": info["stats"]})

@@ -160,14 +160,20 @@ def name_embedder(config: GraphConfig, embedder: Embedder) -> Embedder | None:
     Raises:
         ConfigError: the static names need a MiniLM index (the distilled model is MiniLM's).
     """
-    if config.name_vectors != "static":
+    if config.name_vectors == "index":
         return None
-    from sirerag.embedding.static import load_minilm_static
+    names: Embedder
+    if config.name_vectors == "int8":
+        from sirerag.embedding.query_export import load_minilm_int8
 
-    names = load_minilm_static()
+        names = load_minilm_int8()
+    else:
+        from sirerag.embedding.static import load_minilm_static
+
+        names = load_minilm_static()
     dim = int(getattr(embedder, "dim", names.dim))
     if dim != names.dim:
-        raise ConfigError(f"graph.name_vectors = 'static' gives {names.dim}-dimensional name vectors and the index "
+        raise ConfigError(f"graph.name_vectors = {config.name_vectors!r} gives {names.dim}-dimensional name vectors and the index "
                           f"embedder {getattr(embedder, 'spec', '?')} {dim}: use it with a MiniLM index")
     return names
 
@@ -177,8 +183,11 @@ def load_name_embedder(meta: GraphMeta) -> Embedder | None:
     ``name_embedder`` its ``graph.json`` records), loaded; else None."""
     if not meta.name_embedder:
         return None
+    from sirerag.embedding.query_export import INT8_SUFFIX, load_minilm_int8
     from sirerag.embedding.static import load_static_for
 
+    if meta.name_embedder.endswith(INT8_SUFFIX):
+        return load_minilm_int8()
     return load_static_for(meta.name_embedder)
 
 

@@ -12,7 +12,7 @@ TREE_CHOICES = ("similarity", "relatedness")
 #: How an aggregate's vector is made (:class:`RelatednessConfig`).
 AGGREGATE_VECTORS = ("mean", "token_mean", "text", "window")
 #: What embeds the entity graph's names (:class:`GraphConfig`).
-NAME_VECTORS = ("index", "static")
+NAME_VECTORS = ("index", "static", "int8")
 #: What the embedder computes in (:class:`EmbedderConfig`); the CLI's ``--precision`` offers these.
 EMBEDDER_PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 
