@@ -154,18 +154,26 @@ def load_graph(directory: str | Path, *, facts: bool = True) -> tuple[EntityGrap
 
 
 def name_embedder(config: GraphConfig, embedder: Embedder) -> Embedder | None:
-    """The embedder of the entity names when it is not ``embedder`` (``graph.name_vectors = "static"``:
-    the static embedder distilled from MiniLM, :mod:`~sirerag.embedding.static`), else None.
+    """The embedder of the entity names when it is not ``embedder``, else None. ``graph.name_vectors``:
+    ``int8``, MiniLM's int8 export (:func:`~sirerag.embedding.query_export.load_minilm_int8`); ``static``, the
+    static embedder distilled from MiniLM (:mod:`~sirerag.embedding.static`); ``auto``, ``int8`` when
+    ``embedder`` is MiniLM in float32 or bfloat16, else the index embedder.
 
     Raises:
-        ConfigError: the static names need a MiniLM index (the distilled model is MiniLM's).
+        ConfigError: ``int8`` or ``static`` with an index embedder whose vectors are not MiniLM's size.
     """
-    if config.name_vectors == "index":
+    from sirerag.embedding.query_export import INT8_SUFFIX, load_minilm_int8
+    from sirerag.embedding.sentence_transformers import MINILM_SPEC
+
+    choice = config.name_vectors
+    spec = str(getattr(embedder, "spec", ""))
+    if choice == "auto":
+        minilm = spec.split("#")[0] == MINILM_SPEC and not spec.endswith(INT8_SUFFIX)
+        choice = "int8" if minilm else "index"
+    if choice == "index":
         return None
     names: Embedder
-    if config.name_vectors == "int8":
-        from sirerag.embedding.query_export import load_minilm_int8
-
+    if choice == "int8":
         names = load_minilm_int8()
     else:
         from sirerag.embedding.static import load_minilm_static
@@ -173,8 +181,8 @@ def name_embedder(config: GraphConfig, embedder: Embedder) -> Embedder | None:
         names = load_minilm_static()
     dim = int(getattr(embedder, "dim", names.dim))
     if dim != names.dim:
-        raise ConfigError(f"graph.name_vectors = {config.name_vectors!r} gives {names.dim}-dimensional name vectors and the index "
-                          f"embedder {getattr(embedder, 'spec', '?')} {dim}: use it with a MiniLM index")
+        raise ConfigError(f"graph.name_vectors = {choice!r} gives {names.dim}-dimensional name vectors and the "
+                          f"index embedder {spec or '?'} {dim}: use it with a MiniLM index")
     return names
 
 

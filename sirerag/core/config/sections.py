@@ -12,7 +12,7 @@ TREE_CHOICES = ("similarity", "relatedness")
 #: How an aggregate's vector is made (:class:`RelatednessConfig`).
 AGGREGATE_VECTORS = ("mean", "token_mean", "text", "window")
 #: What embeds the entity graph's names (:class:`GraphConfig`).
-NAME_VECTORS = ("index", "static", "int8")
+NAME_VECTORS = ("auto", "index", "static", "int8")
 #: What the embedder computes in (:class:`EmbedderConfig`); the CLI's ``--precision`` offers these.
 EMBEDDER_PRECISIONS = ("auto", "float32", "bfloat16", "int8")
 
@@ -225,9 +225,10 @@ class GraphConfig:
     document's title is an entity node tied to its passages with ``title_weight`` (0: no
     title nodes). ``embed_facts`` also embeds the propositions for ``--linking fact``
     (otherwise a fact-linking search embeds them when it loads). ``name_vectors``: what embeds the entity
-    names (synonym edges, linking a query's unmatched entities): ``index``, the index's short-text embedder
-    (the default), or ``static``, a static embedder distilled from MiniLM (extra ``static``;
-    docs/experiments/2026-11-27-build-cost-levers.md)."""
+    names (synonym edges, linking a query's unmatched entities): ``auto`` (the default), MiniLM's int8 export
+    when the index embeds with MiniLM, else the index's short-text embedder; ``int8``, always MiniLM's int8
+    export; ``index``, the index's short-text embedder; or ``static``, a static embedder distilled from MiniLM
+    (extra ``static``; docs/experiments/2026-11-27-build-cost-levers.md)."""
 
     enabled: bool = False
     title_weight: float = 2.0
@@ -237,7 +238,7 @@ class GraphConfig:
     damping: float = 0.5
     tol: float = 1e-6
     max_iter: int = 100
-    name_vectors: str = "index"
+    name_vectors: str = "auto"
 
     def validate(self) -> None:
         check_types(self, "graph")
