@@ -1,4 +1,5 @@
-"""The approximate dense index (``sirerag.pool.ann``, usearch HNSW) against exact search, on synthetic vectors.
+"""The approximate dense index (``sirerag.pool.ann``, usearch HNSW) against exact search, on synthetic vectors
+or on a built index's pool.
 
 Example (from the repository root)::
 
@@ -15,6 +16,12 @@ it: ``save_ann``, then opened memory-mapped as a search opens it) and searched w
 - latency of one query (candidates from the index, re-scored with the float32 rows as
   ``DenseRetriever`` does; the query is already a vector): p50, p95, p99 in ms;
 - build wall and CPU seconds, the file's size; and exact search's latency for comparison.
+
+With ``--index DIR --questions FILE`` (repeatable) the vectors are the index's pool (``embeddings.npy``) and the
+queries the first ``--queries`` questions of the files (read in turn), encoded as a search encodes them::
+
+    python -m benchmarks.bench_ann --index /tmp/scale/work/index-30000 \
+        --questions ../shared/bench/musique/questions.jsonl --questions ../shared/bench/hotpotqa/questions.jsonl
 """
 from __future__ import annotations
 
@@ -42,6 +49,30 @@ def synthetic(n: int, dim: int, latent: int, clusters: int, noise: float, seed: 
         rows = z @ basis + noise * rng.standard_normal((m, dim)).astype(np.float32)
         out[start:start + m] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
     return out
+
+
+def index_data(index: str, questions: list[str], n_queries: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pool vectors of the index ``index`` (float32, in memory) and ``n_queries`` questions read in turn
+    from the ``questions`` files (``question`` field), encoded with the index's query embedder."""
+    import itertools
+    import json
+
+    from sirerag.core.io import load_npy, read_manifest
+    from sirerag.embedding import load_query_embedder
+    from sirerag.embedding.precision import precision_of
+
+    manifest = read_manifest(index)
+    if manifest.embedder is None:
+        raise SystemExit(f"bench_ann: {index} records no embedder")
+    vectors = np.ascontiguousarray(load_npy(Path(index) / "embeddings.npy"), dtype=np.float32)
+    readers = [(json.loads(line)["question"] for line in open(path, encoding="utf-8") if line.strip())
+               for path in questions]
+    texts = [t for t in itertools.islice((q for row in itertools.zip_longest(*readers) for q in row if q),
+                                         n_queries)]
+    spec = manifest.embedder.spec or ""
+    embedder = load_query_embedder(manifest.embedder.load_spec or spec, precision=precision_of(spec))
+    queries = embedder.encode_queries(texts)
+    return vectors, np.asarray(queries, dtype=np.float32)
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
@@ -85,6 +116,9 @@ def run(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, connectivit
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="vectors in the index")
+    parser.add_argument("--index", help="use this built index's pool vectors instead of synthetic ones")
+    parser.add_argument("--questions", action="append", default=[],
+                        help="with --index: a questions.jsonl whose questions are the queries (repeat)")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--latent", type=int, default=48, help="dimension of the subspace the centres lie in")
     parser.add_argument("--clusters", type=int, default=2000)
@@ -102,9 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     add_json_argument(parser)
     args = parser.parse_args(argv)
     report = Report("bench_ann", argv)
+    if bool(args.index) != bool(args.questions):
+        parser.error("--index and --questions go together")
     with Timer() as made:
-        data = synthetic(args.n + args.queries, args.dim, args.latent, args.clusters, args.noise, args.seed)
-    vectors, queries = data[:args.n], data[args.n:]
+        if args.index:
+            vectors, queries = index_data(args.index, args.questions, args.queries)
+            args.n, args.dim = vectors.shape
+        else:
+            data = synthetic(args.n + args.queries, args.dim, args.latent, args.clusters, args.noise, args.seed)
+            vectors, queries = data[:args.n], data[args.n:]
     with Timer() as exact:
         truth = exact_top(vectors, queries, args.k)
     exact_ms = exact.wall_s * 1000 / len(queries)
@@ -112,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             for c in args.connectivity.split(",")]
     import usearch
 
-    report.results.update(n=args.n, dim=args.dim, latent=args.latent, clusters=args.clusters, noise=args.noise,
+    report.results.update(index=args.index, questions=args.questions, n=args.n, dim=args.dim, latent=args.latent, clusters=args.clusters, noise=args.noise,
                           queries=args.queries, k=args.k, usearch=usearch.__version__,
                           data_s=round(made.wall_s, 1), exact_ms_per_query=round(exact_ms, 2), runs=runs,
                           peak_rss_mib=peak_rss_mib())
