@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sirerag.core.io.sqlite import cache_errors
+from sirerag.core.memory import release_free_memory
 from sirerag.embedding.base import Embedder, normalize_in_place
 from sirerag.engine import Engine, LocalEngine, Worker, WorkerFactory, runs_here
 from sirerag.core.errors import SireragError
@@ -221,6 +222,7 @@ class CachedEmbedder:
                                        f"texts; expected ({len(block)}, {self.dim})")
                 self.cache.put(self.spec, side, keys, vectors)
                 rows[[position[k] for k in keys]] = vectors
+                release_free_memory()  # the block's activations (sizes vary with its texts' lengths)
                 bar.update(len(block))
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from sirerag.clustering import ClusterStats, cluster
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import SireragError, check
+from sirerag.core.memory import release_free_memory
 from sirerag.text.tokens import count_tokens_many
 from sirerag.trees.base import Summarizer, TreeResult, TreeStats
 from sirerag.core.types import Node, Tree
@@ -96,6 +97,7 @@ def build_summary_levels(
         start = time.perf_counter()
         counts = count_tokens_many([n.text for n in current])
         clusters = cluster(current_emb, counts, config=clustering, random_state=random_state, stats=counters)
+        release_free_memory()  # UMAP's and the mixtures' scratch arrays
         seconds["clustering"] += time.perf_counter() - start
         if len(clusters) >= len(current):
             stop = "no reduction"
