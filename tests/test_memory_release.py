@@ -7,8 +7,6 @@ import numpy as np
 import pytest
 
 from sirerag.core import memory
-from sirerag.core.config import BuildConfig
-from sirerag.pipeline.plan import BuildPlan
 
 glibc = pytest.mark.skipif(memory._malloc_trim() is None, reason="needs glibc's malloc_trim")
 
@@ -32,18 +30,3 @@ def test_release_returns_the_free_heap_to_the_system() -> None:
 def test_release_is_a_no_op_without_malloc_trim(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memory, "_malloc_trim", lambda: None)
     assert memory.release_free_memory() is False
-
-
-def test_the_build_plan_releases_after_every_stage(monkeypatch: pytest.MonkeyPatch) -> None:
-    plan = BuildPlan.from_config(BuildConfig())
-    events: list[str] = []
-
-    class Runner:
-        def __getattr__(self, name: str):  # every stage of the plan: record it
-            return lambda stage: events.append(name)
-
-    import sirerag.pipeline.plan as plan_module
-
-    monkeypatch.setattr(plan_module, "release_free_memory", lambda: events.append("release") or True)
-    plan.walk(Runner())
-    assert events == [e for name in plan.names for e in (name, "release")]

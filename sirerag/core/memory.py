@@ -5,8 +5,8 @@ UMAP's and the mixtures' scratch arrays, the JSON of each stage. glibc's ``mallo
 for reuse and returns pages to the system only from the top of the heap, so the resident size of a long build
 keeps the high-water mark of every stage although most of it is free: a 30,000-passage build was resident at 7.2
 GiB of which 4.8 GiB was free heap memory. :func:`release_free_memory` calls glibc's ``malloc_trim(0)``, which
-returns every free page of the heap; the build calls it after each embedding block, each clustering level and each
-stage. It is one C call, so no library is used for it; on a C library without ``malloc_trim`` (macOS, Windows,
+returns every free page of the heap; the build calls it at the end of each stage (its memory meter), and within
+the long stages after each embedding block and each clustering level. It is one C call, so no library is used for it; on a C library without ``malloc_trim`` (macOS, Windows,
 musl) it does nothing.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
-    return trim  # type: ignore[no-any-return]
+    return trim
 
 
 def release_free_memory() -> bool:

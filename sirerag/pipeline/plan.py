@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from sirerag.core.config import BuildConfig
-from sirerag.core.memory import release_free_memory
 from sirerag.extraction.extractor import FAILURES, REWRITES
 from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS
 from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS
@@ -138,7 +137,6 @@ class BuildPlan:
                 on_stage(stage.name, "start", 0.0)
             start = time.perf_counter()
             step(stage)
-            release_free_memory()  # what the stage freed, returned before the next one allocates
             timings[stage.name] = round(time.perf_counter() - start, 3)
             if on_stage is not None:
                 on_stage(stage.name, "end", timings[stage.name])

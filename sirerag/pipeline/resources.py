@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from sirerag.core.io.mapped import drop_pages
+from sirerag.core.memory import release_free_memory
 from sirerag.pipeline.plan import StageHook
 
 logger = logging.getLogger(__name__)
@@ -50,23 +51,9 @@ def rss_mib() -> float | None:
     return None
 
 
-def release_freed_memory() -> None:
-    """Hand the heap that freed objects left behind back to the system (glibc's ``malloc_trim``), so the
-    next stage's peak starts from what is live; nothing where the C library has no ``malloc_trim``."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import ctypes.util
-
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # another C library (musl)
-        logger.debug("no malloc_trim in this C library")
-
-
 class MemoryMeter:
     """Records the peak resident size of every stage; :meth:`hook` wraps the caller's ``on_stage``. At the end
-    of each stage the freed heap is handed back (:func:`release_freed_memory`)."""
+    of each stage the freed heap is handed back (:func:`~sirerag.core.memory.release_free_memory`)."""
 
     def __init__(self, interval: float = INTERVAL) -> None:
         self.interval = interval
@@ -110,7 +97,7 @@ class MemoryMeter:
             if event == "end":
                 for array in self._mapped:
                     drop_pages(array)
-                release_freed_memory()
+                release_free_memory()
             if inner is not None:
                 inner(stage, event, seconds)
 
