@@ -130,6 +130,7 @@ def test_leaf_rows_and_passages_must_pair_up():
 def test_the_residual_is_a_setting_off_by_default_and_checked():
     default = PPRSettings().bridge
     assert default.residual == 0.0 and default.residual_by == "rest" and default.residual_top == 0
+    assert not default.residual_seeds and not default.residual_words
     on = PPRSettings.from_options(bridge_residual=0.1, bridge_residual_by="question", bridge_residual_top=2)
     assert (on.bridge.residual, on.bridge.residual_by, on.bridge.residual_top) == (0.1, "question", 2)
     with pytest.raises(ConfigError, match="bridge_residual"):
@@ -138,3 +139,21 @@ def test_the_residual_is_a_setting_off_by_default_and_checked():
         PPRSettings.from_options(bridge_residual_by="words")
     with pytest.raises(ConfigError, match="bridge_residual_top"):
         PPRSettings.from_options(bridge_residual_top=-1)
+
+
+def test_with_words_a_pick_must_share_a_word_with_what_is_left():
+    adjacency, vectors = graph_parts()
+    texts = {0: "Economy.", 1: PASSAGES[2], 2: PASSAGES[1], 3: PASSAGES[0]}  # pool row -> leaf text (rows reversed)
+    unrelated = {**texts, 1: "A passage about nothing asked."}
+    picked = {}
+    for name, leaf_text in (("texts", texts), ("unrelated", unrelated)):
+        residual = ResidualPassages(adjacency, 2, vectors[::-1], np.array([3, 2, 1, 0]), np.array([0, 1, 2, 3]),
+                                    {1: [3]}, leaf_text=texts.__getitem__ if name == "texts" else unrelated.__getitem__)
+        for words in (False, True):
+            found = seeds()
+            residual.add_to([found], [QUESTION], [NAMES], encode([QUESTION]),
+                            BridgeSettings(residual=1.0, residual_words=words), encode)
+            picked[name, words] = found.passages
+    # passage 4's vector is the one scored; its leaf text decides whether the pick stands
+    assert picked["texts", False] == picked["texts", True] == picked["unrelated", False] == {4: pytest.approx(0.2)}
+    assert picked["unrelated", True] == {}

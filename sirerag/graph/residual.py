@@ -49,13 +49,16 @@ class ResidualPassages:
         leaf_rows, leaf_passages: the pool rows of the passages' leaves and the passage (position, node minus
             ``n_entities``) of each; a passage with several leaves scores as its best.
         titled: entity node -> the passage nodes it titles.
+        leaf_text: pool row -> the text of that leaf, for ``residual_words`` (None: no pick is checked by words).
     """
 
     def __init__(self, adjacency: sp.csr_matrix, n_entities: int, leaf_vectors: np.ndarray, leaf_rows: np.ndarray,
-                 leaf_passages: np.ndarray, titled: Mapping[int, Sequence[int]]) -> None:
+                 leaf_passages: np.ndarray, titled: Mapping[int, Sequence[int]],
+                 leaf_text: Callable[[int], str] | None = None) -> None:
         if len(leaf_rows) != len(leaf_passages):
             raise ValueError(f"{len(leaf_rows)} leaf rows for {len(leaf_passages)} leaf passages")
         self.adjacency, self.n_entities, self.vectors, self.titled = adjacency, n_entities, leaf_vectors, titled
+        self.leaf_text = leaf_text
         order = np.argsort(leaf_passages, kind="stable")
         self._rows = np.asarray(leaf_rows, dtype=np.int64)[order]
         self._bounds = np.searchsorted(np.asarray(leaf_passages, dtype=np.int64)[order],
@@ -104,6 +107,14 @@ class ResidualPassages:
         i = int(np.argmax(scores))  # the first of equals: the lowest node of the adjacency row
         return nodes[i], float(scores[i])
 
+    def shares_a_word(self, passage: int, rest: Rest) -> bool:
+        """Whether a leaf of ``passage`` (a node) shares a word with what is left (by key; true without texts)."""
+        if self.leaf_text is None:
+            return True
+        position = passage - self.n_entities
+        rows = self._rows[self._bounds[position]:self._bounds[position + 1]]
+        return any(rest.matches(self.leaf_text(int(r))) for r in rows)
+
     def add_to(self, seeds: Sequence[Seeds], questions: Sequence[str], names: Sequence[Sequence[str]],
                query_vectors: np.ndarray, settings: BridgeSettings,
                encode: Callable[[list[str]], np.ndarray]) -> None:
@@ -124,7 +135,7 @@ class ResidualPassages:
                     continue  # nothing left of the question: the entity's passages stay as the walk ranks them
                 vector = query if settings.residual_by == "question" else vectors[anchor.rest.text]
                 found = self.best(anchor, vector)
-                if found is not None:
+                if found is not None and (not settings.residual_words or self.shares_a_word(found[0], anchor.rest)):
                     picks.append((anchor.weight * found[1], found[0], anchor))
             if settings.residual_top:
                 picks = sorted(picks, key=lambda p: (-p[0], p[1]))[:settings.residual_top]

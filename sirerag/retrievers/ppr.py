@@ -125,7 +125,7 @@ class PPRRetriever(SearchOne, Closing):
             from sirerag.graph.residual import ResidualPassages
 
             self.residual = ResidualPassages(graph.adjacency, graph.n_entities, pool.embeddings, rows,
-                                             self._leaf_passages, self.bridge.titled)
+                                             self._leaf_passages, self.bridge.titled, lambda r: pool.entries[r].text)
 
     @property
     def bridge_settings(self) -> BridgeSettings:
