@@ -157,3 +157,22 @@ def test_with_words_a_pick_must_share_a_word_with_what_is_left():
     # passage 4's vector is the one scored; its leaf text decides whether the pick stands
     assert picked["texts", False] == picked["texts", True] == picked["unrelated", False] == {4: pytest.approx(0.2)}
     assert picked["unrelated", True] == {}
+
+
+def test_with_propositions_a_passage_scores_as_its_best_proposition():
+    from sirerag.graph.bridging import PropositionBridge
+    from sirerag.graph.build import GraphFact
+
+    adjacency, vectors = graph_parts()
+    facts = [GraphFact("f0", BRIDGING, "p0", (0, 1)),
+             GraphFact("f1", "New Hampshire has an economy.", "p2", (1,)),  # passage 4's only proposition
+             GraphFact("f2", "New Hampshire is a state where industries are located.", "p3", (1,))]
+    bridge = PropositionBridge(facts, encode([f.text for f in facts]), entity_passages=np.ones(2))
+    residual = ResidualPassages(adjacency, 2, vectors, np.arange(4), np.arange(4), {1: [3]})
+    (nh,) = residual.anchors(seeds(), QUESTION, NAMES, BridgeSettings())
+    rest = encode([nh.rest.text])[0]
+    assert residual.best(nh, rest) == (4, pytest.approx(float(vectors[2] @ rest)))  # by the leaves
+    residual.with_propositions(bridge, {"p0": 2, "p1": 3, "p2": 4, "p3": 5})
+    nodes, scores = residual.scores(nh, rest, propositions=True)
+    assert nodes == [4, 5] and scores == pytest.approx([float(encode([f.text])[0] @ rest) for f in facts[1:]])
+    assert residual.best(nh, rest, propositions=True)[0] == 5  # "state" and nothing of the election's

@@ -24,7 +24,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.config.retrieval import BridgeSettings
+from sirerag.graph.bridging import PropositionBridge
 from sirerag.graph.chain import Rest
+from sirerag.graph.facts import FactTable
 from sirerag.graph.linking import Seeds
 
 
@@ -37,6 +39,39 @@ class Anchor:
     weight: float
     rest: Rest
     skip: frozenset[int]
+
+
+class Units:
+    """Vectors grouped by passage: the leaves of each passage, or its propositions.
+
+    Args:
+        vectors: L2-normalised rows (a memory map is read only where a search needs it).
+        rows, passages: the row of ``vectors`` of each unit and its passage (position: node minus the entities).
+        n_passages: the number of passages.
+    """
+
+    def __init__(self, vectors: np.ndarray, rows: np.ndarray, passages: np.ndarray, n_passages: int) -> None:
+        order = np.argsort(passages, kind="stable")
+        self.vectors = vectors
+        self.rows = np.asarray(rows, dtype=np.int64)[order]
+        self.bounds = np.searchsorted(np.asarray(passages, dtype=np.int64)[order], np.arange(n_passages + 1))
+
+    def of(self, position: int) -> np.ndarray:
+        """The rows of the passage at ``position``."""
+        return self.rows[self.bounds[position]:self.bounds[position + 1]]
+
+    def best(self, positions: np.ndarray, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ``positions`` that have units, and the best cosine of each one's units with ``vector``."""
+        starts, stops = self.bounds[positions], self.bounds[positions + 1]
+        has = stops > starts
+        positions, starts, stops = positions[has], starts[has], stops[has]
+        if not positions.size:
+            return positions, np.zeros(0, dtype=np.float32)
+        rows = self.rows[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)])]
+        scores = np.asarray(self.vectors[rows], dtype=np.float32) @ np.asarray(vector, dtype=np.float32)
+        best = np.full(positions.size, -np.inf, dtype=np.float32)
+        np.maximum.at(best, np.repeat(np.arange(positions.size), stops - starts), scores)
+        return positions, best
 
 
 class ResidualPassages:
@@ -57,12 +92,23 @@ class ResidualPassages:
                  leaf_text: Callable[[int], str] | None = None) -> None:
         if len(leaf_rows) != len(leaf_passages):
             raise ValueError(f"{len(leaf_rows)} leaf rows for {len(leaf_passages)} leaf passages")
-        self.adjacency, self.n_entities, self.vectors, self.titled = adjacency, n_entities, leaf_vectors, titled
-        self.leaf_text = leaf_text
-        order = np.argsort(leaf_passages, kind="stable")
-        self._rows = np.asarray(leaf_rows, dtype=np.int64)[order]
-        self._bounds = np.searchsorted(np.asarray(leaf_passages, dtype=np.int64)[order],
-                                       np.arange(adjacency.shape[0] - n_entities + 1))
+        self.adjacency, self.n_entities, self.titled, self.leaf_text = adjacency, n_entities, titled, leaf_text
+        n_passages = adjacency.shape[0] - n_entities
+        self.leaves = Units(leaf_vectors, leaf_rows, leaf_passages, n_passages)
+        self.propositions: Units | None = None  # (``residual_propositions``) set by :meth:`with_propositions`
+
+    def with_propositions(self, bridge: PropositionBridge, passage_index: Mapping[str, int]) -> "ResidualPassages":
+        """These passages scored by their propositions too (``residual_propositions``): the graph facts of ``bridge``
+        and their vectors; ``passage_index``: passage id -> node."""
+        facts = bridge.facts
+        passage_nodes = facts.passage_nodes if isinstance(facts, FactTable) else np.fromiter(
+            (passage_index.get(f.passage, -1) for f in facts), np.int64, count=len(facts))
+        vectors = bridge.vectors
+        rows = bridge.rows if bridge.rows is not None else np.arange(len(facts), dtype=np.int64)
+        keep = np.asarray(passage_nodes) >= self.n_entities
+        self.propositions = Units(vectors, np.asarray(rows)[keep], np.asarray(passage_nodes)[keep] - self.n_entities,
+                                  self.adjacency.shape[0] - self.n_entities)
+        return self
 
     def anchors(self, seeds: Seeds, question: str, names: Sequence[str], settings: BridgeSettings) -> list[Anchor]:
         """The seeds (``residual_seeds``) and bridged entities of one question, each with what is left of it."""
@@ -81,27 +127,19 @@ class ResidualPassages:
                               frozenset(self.titled.get(b.node, ())) | {b.passage}))
         return out
 
-    def scores(self, anchor: Anchor, vector: np.ndarray) -> tuple[list[int], np.ndarray]:
+    def scores(self, anchor: Anchor, vector: np.ndarray, propositions: bool = False) -> tuple[list[int], np.ndarray]:
         """The passage nodes of ``anchor`` that compete (in adjacency order) and the cosine of each with ``vector``
-        (its best leaf's; a passage with no leaf in the pool is left out)."""
+        (its best leaf's, or with ``propositions`` its best proposition's; a passage without any is left out)."""
+        units = self.propositions if propositions and self.propositions is not None else self.leaves
         row = self.adjacency.indices[self.adjacency.indptr[anchor.node]:self.adjacency.indptr[anchor.node + 1]]
         positions = np.asarray([int(n) for n in row if n >= self.n_entities and int(n) not in anchor.skip],
                                dtype=np.int64) - self.n_entities
-        starts, stops = self._bounds[positions], self._bounds[positions + 1]
-        counts = stops - starts
-        positions, starts, stops, counts = positions[counts > 0], starts[counts > 0], stops[counts > 0], \
-            counts[counts > 0]
-        if not positions.size:
-            return [], np.zeros(0, dtype=np.float32)
-        rows = self._rows[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)])]
-        scores = np.asarray(self.vectors[rows], dtype=np.float32) @ np.asarray(vector, dtype=np.float32)
-        best = np.full(positions.size, -np.inf, dtype=np.float32)
-        np.maximum.at(best, np.repeat(np.arange(positions.size), counts), scores)
+        positions, best = units.best(positions, vector)
         return [int(p) + self.n_entities for p in positions], best
 
-    def best(self, anchor: Anchor, vector: np.ndarray) -> tuple[int, float] | None:
+    def best(self, anchor: Anchor, vector: np.ndarray, propositions: bool = False) -> tuple[int, float] | None:
         """``(passage node, cosine)`` of the passage of ``anchor`` closest to ``vector``, None when it has none."""
-        nodes, scores = self.scores(anchor, vector)
+        nodes, scores = self.scores(anchor, vector, propositions)
         if not nodes:
             return None
         i = int(np.argmax(scores))  # the first of equals: the lowest node of the adjacency row
@@ -111,9 +149,7 @@ class ResidualPassages:
         """Whether a leaf of ``passage`` (a node) shares a word with what is left (by key; true without texts)."""
         if self.leaf_text is None:
             return True
-        position = passage - self.n_entities
-        rows = self._rows[self._bounds[position]:self._bounds[position + 1]]
-        return any(rest.matches(self.leaf_text(int(r))) for r in rows)
+        return any(rest.matches(self.leaf_text(int(r))) for r in self.leaves.of(passage - self.n_entities))
 
     def add_to(self, seeds: Sequence[Seeds], questions: Sequence[str], names: Sequence[Sequence[str]],
                query_vectors: np.ndarray, settings: BridgeSettings,
@@ -134,7 +170,7 @@ class ResidualPassages:
                 if not anchor.rest.text or anchor.weight <= 0:
                     continue  # nothing left of the question: the entity's passages stay as the walk ranks them
                 vector = query if settings.residual_by == "question" else vectors[anchor.rest.text]
-                found = self.best(anchor, vector)
+                found = self.best(anchor, vector, settings.residual_propositions)
                 if found is not None and (not settings.residual_words or self.shares_a_word(found[0], anchor.rest)):
                     picks.append((anchor.weight * found[1], found[0], anchor))
             if settings.residual_top:
@@ -143,4 +179,4 @@ class ResidualPassages:
                 s.passages[passage] = s.passages.get(passage, 0.0) + settings.residual * anchor.weight
 
 
-__all__ = ["Anchor", "ResidualPassages"]
+__all__ = ["Anchor", "ResidualPassages", "Units"]

@@ -126,6 +126,8 @@ class PPRRetriever(SearchOne, Closing):
 
             self.residual = ResidualPassages(graph.adjacency, graph.n_entities, pool.embeddings, rows,
                                              self._leaf_passages, self.bridge.titled, lambda r: pool.entries[r].text)
+            if settings.bridge.residual_propositions:
+                self.residual.with_propositions(self.bridge, graph.passage_index)
 
     @property
     def bridge_settings(self) -> BridgeSettings:

@@ -105,6 +105,8 @@ class BridgeSettings:
                                           "entities'")
     residual_words: bool = setting(False, "`residual`: a passage is picked only if it shares a word with what is "
                                           "left of the question (as `chain_words`)")
+    residual_propositions: bool = setting(False, "`residual`: a passage scores as its best proposition instead of "
+                                                 "its best leaf")
     residual_top: int = setting(0, "`residual`: only the best passages of this many entities of a question get "
                                    "weight, those with the largest reset weight x cosine (0: every entity's)")
 
