@@ -94,6 +94,7 @@ class PropositionBridge:
         self.entity_facts = sp.csr_matrix((np.ones(len(self._named), np.float32), (self._named, naming)),
                                           shape=(n_entities, len(facts)))
         self.title_facts, self._fact_titles = title_facts(fact_passage, passage_key, titles, self.entity_facts)
+        self._passage_index: Mapping[str, int] = passage_index or {}
         self.titled: dict[int, list[int]] = {}  # entity node -> the passage nodes it titles
         for entity, passage in titles if passage_index is not None else ():
             if passage_index is not None and passage in passage_index:
@@ -142,7 +143,8 @@ class PropositionBridge:
                     if node in visited:
                         continue
                     if node not in reached or activation > reached[node].score * frontier[reached[node].via]:
-                        reached[node] = Bridge(node=node, hop=hop, via=via, text=fact.text, score=score)
+                        reached[node] = Bridge(node=node, hop=hop, via=via, text=fact.text, score=score,
+                                               passage=self._passage_index.get(fact.passage, -1))
                         if chain is not None:
                             reached_rests[node] = rests[via].after(fact.text)
             frontier = {n: frontier[b.via] * b.score for n, b in reached.items()}

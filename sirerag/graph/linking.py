@@ -27,14 +27,15 @@ from sirerag.graph.build import EntityGraph
 @dataclass(frozen=True)
 class Bridge:
     """An entity reached by query-conditioned bridging: its node, the hop (1 = from a seed), the entity
-    node it came from, the proposition that names both (its text) and that proposition's cosine with
-    the query."""
+    node it came from, the proposition that names both (its text), that proposition's cosine with
+    the query and its passage node (-1: not known)."""
 
     node: int
     hop: int
     via: int
     text: str
     score: float
+    passage: int = -1
 
 
 @dataclass

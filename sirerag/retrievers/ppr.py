@@ -120,6 +120,14 @@ class PPRRetriever(SearchOne, Closing):
                                       lexical=seeds_lexical)
         self.fallbacks = 0
         self.bridge = bridge if settings.bridge.hops > 0 and linking == "ner" else None
+        self.residual = None  # the passages of seeds and bridges ranked by what is left of the question
+        if self.bridge is not None and settings.bridge.residual > 0:
+            from sirerag.graph.residual import ResidualPassages
+
+            self.residual = ResidualPassages(graph.adjacency, graph.n_entities, pool.embeddings, rows,
+                                             self._leaf_passages, self.bridge.titled, lambda r: pool.entries[r].text)
+            if settings.bridge.residual_propositions:
+                self.residual.with_propositions(self.bridge, graph.passage_index)
 
     @property
     def bridge_settings(self) -> BridgeSettings:
@@ -156,14 +164,17 @@ class PPRRetriever(SearchOne, Closing):
             flat = [e for ents in found for e in ents]
             names = self.name_embedder
             emb = names.encode_documents(flat) if flat else np.zeros((0, names.dim), np.float32)
-            out, start = [], 0
+            out, linked, start = [], [], 0
             for q, ents, m, vector in zip(queries, found, matched, query_embeddings):
                 seeds = surface_seeds(self.graph, [(x.text, x.node) for x in m], ents, emb[start:start + len(ents)])
+                linked.append([x.text for x in m] + ents)
                 if self.bridge is not None:
-                    self.bridge.add_to(seeds, vector, self.bridge_settings,
-                                       self.chain(q, [x.text for x in m] + ents))
+                    self.bridge.add_to(seeds, vector, self.bridge_settings, self.chain(q, linked[-1]))
                 out.append(seeds)
                 start += len(ents)
+            if self.residual is not None:
+                self.residual.add_to(out, queries, linked, query_embeddings, self.bridge_settings,
+                                     self.embedder.encode_queries)
             return out
         candidates = [top_facts(self.graph, q, self.top_facts) for q in query_embeddings]
         kept = candidates

@@ -25,6 +25,8 @@ Linking = Literal["ner", "fact"]
 PassageSeeds = Literal["dense+bm25", "dense"]
 #: ``pool_rule`` choices: the rule of :mod:`sirerag.retrievers.pool_rank`, or the retriever's own ranking
 PoolMode = Literal["passages", "native"]
+#: ``bridge_residual_by`` choices: embed what is left of the question, or score by the query's own vector
+ResidualBy = Literal["rest", "question"]
 
 
 def setting(default: _T, doc: str) -> _T:
@@ -93,6 +95,20 @@ class BridgeSettings:
                                       "what is left")
     chain_decay: bool = setting(True, "`chain`: a bridged entity's weight is capped by its parent's (false: by its "
                                       "seed's, so a deep hop is not weakened by the hops before it)")
+    residual: float = setting(0.0, "the passage naming a bridged entity that best matches what is left of the "
+                                   "question (its words without the linked names' and those the bridging "
+                                   "propositions matched) gets this many times the entity's reset weight (0: off)")
+    residual_by: ResidualBy = setting("rest", "`residual`: score the passages by what is left of the question "
+                                              "(`rest`, one more query encoding) or by the whole question "
+                                              "(`question`)")
+    residual_seeds: bool = setting(False, "`residual`: the seeds' passages compete too, not only the bridged "
+                                          "entities'")
+    residual_words: bool = setting(False, "`residual`: a passage is picked only if it shares a word with what is "
+                                          "left of the question (as `chain_words`)")
+    residual_propositions: bool = setting(False, "`residual`: a passage scores as its best proposition instead of "
+                                                 "its best leaf")
+    residual_top: int = setting(0, "`residual`: only the best passages of this many entities of a question get "
+                                   "weight, those with the largest reset weight x cosine (0: every entity's)")
 
     @classmethod
     def from_options(cls, **options: Any) -> "BridgeSettings":  # Any: values of several types, validated
@@ -111,6 +127,9 @@ class BridgeSettings:
         check(0.0 <= self.specificity <= 1.0, "bridge_specificity", self.specificity, "a number in [0, 1]")
         check(self.title_passages >= 0.0, "bridge_title_passages", self.title_passages,
               "a number >= 0 (0: a bridged entity's passages get no reset weight of their own)")
+        check(self.residual >= 0.0, "bridge_residual", self.residual,
+              "a number >= 0 (0: no passage gets weight for what is left of the question)")
+        check(self.residual_top >= 0, "bridge_residual_top", self.residual_top, "an integer >= 0 (0: every entity)")
         check(0.0 <= self.synonym_titles <= 1.0, "bridge_synonym_titles", self.synonym_titles,
               "a number in [0, 1] (0: only the passages a bridged entity titles itself)")
         return self
