@@ -20,6 +20,7 @@ from pathlib import Path
 
 from benchmarks.harness import Report, Timer, add_json_argument
 from sirerag.core.config import GraphConfig
+from sirerag.core.config.sections import NAME_VECTORS
 from sirerag.embedding import load_embedder
 from sirerag.graph.store import GRAPH_DIR, build_and_save_graph
 from sirerag.pool.store import register_component
@@ -37,7 +38,7 @@ def main() -> None:
                     help="what the index embedder computes the names in (the build's default is auto)")
     ap.add_argument("--synonym-max-neighbors", type=int)
     ap.add_argument("--synonym-threshold", type=float)
-    ap.add_argument("--name-vectors", choices=("index", "static", "int8"), help="graph.name_vectors")
+    ap.add_argument("--name-vectors", choices=NAME_VECTORS, help="graph.name_vectors (default: the index's)")
     add_json_argument(ap)
     args = ap.parse_args()
     report = Report("rebuild_graph")

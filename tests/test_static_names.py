@@ -43,12 +43,9 @@ def fake_static(monkeypatch):
 
 
 def test_name_vectors_setting_is_checked():
-    GraphConfig(name_vectors="static").validate()
-    with pytest.raises(ConfigError, match=r"graph\.name_vectors must be one of 'index', 'static', got 'fast'"):
-        GraphConfig(name_vectors="fast").validate()
+    GraphConfig(name_vectors="static").validate()  # the choices and the default: tests/test_int8_names.py
     with pytest.raises(ConfigError, match=r"\[graph\] name_vectors must be a string, got 1"):
         BuildConfig.from_dict({"graph": {"name_vectors": 1}})
-    assert GraphConfig().name_vectors == "index"  # the default keeps the index's embedder
 
 
 def test_static_names_are_embedded_recorded_and_loaded_again(tmp_path, fake_static, monkeypatch):
@@ -71,7 +68,8 @@ def test_static_names_are_embedded_recorded_and_loaded_again(tmp_path, fake_stat
     assert load_name_embedder(meta) is fake_static and seen == [STATIC_SPEC]
 
 
-def test_default_graph_records_no_name_embedder(tmp_path):
+def test_default_graph_of_another_model_records_no_name_embedder(tmp_path):
+    """``auto`` (the default) keeps the index embedder for the names of an index that does not embed with MiniLM."""
     docs = [Document(id=p, text=f"text of {p}") for p in PASSAGES]
     info = build_and_save_graph(tmp_path, docs, PROPS, embedder=TableEmbedder({"*": [1, 0, 0]}),
                                 config=GraphConfig(enabled=True))

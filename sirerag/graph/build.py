@@ -141,8 +141,8 @@ def build_graph(
         synonym_threshold: minimum cosine for a synonym edge.
         synonym_max_neighbors: maximum synonym edges per entity.
         block_size: rows per block of the synonym kNN.
-        name_embedder: embeds the entity names in place of ``embedder`` (a static embedder,
-            ``graph.name_vectors``); the same dimension.
+        name_embedder: embeds the entity names in place of ``embedder`` (MiniLM's int8 export or a static
+            embedder, ``graph.name_vectors``); the same dimension.
         name_vectors: how the names' rows are made and held (default :func:`names_in_memory`).
 
     Returns:

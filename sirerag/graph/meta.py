@@ -47,8 +47,8 @@ class GraphBuildSettings:
 class GraphMeta:
     """``graph.json``. ``stats``: the graph's counts (as :attr:`EntityGraph.stats`); ``query_aids``: aid name
     -> its record (paths and what it was made from); ``name_embedder``: the spec of the embedder of the entity
-    names when it is not the index embedder (``graph.name_vectors = "static"``); ``extra``: the fields this
-    version does not know."""
+    names when it is not the index embedder (``graph.name_vectors``: MiniLM's int8 export or the static
+    embedder); ``extra``: the fields this version does not know."""
 
     format: int
     embedder: str | None = None

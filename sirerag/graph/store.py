@@ -201,7 +201,8 @@ def load_name_embedder(meta: GraphMeta) -> Embedder | None:
 
 def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Iterable[Proposition], *,
                          embedder: Embedder, config: GraphConfig, pool: Pool | None = None,
-                         chunk_texts: Iterable[str] | None = None, ner: str = "rules") -> dict[str, Any]:
+                         chunk_texts: Iterable[str] | None = None, ner: str = "rules",
+                         names: Embedder | None = None) -> dict[str, Any]:
     """Build the entity graph of an index and write it to ``<out>/graph``.
 
     Args:
@@ -213,12 +214,14 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
         pool, chunk_texts, ner: the index's pool, its chunk texts and ``extraction.ner``: with them the
             query aids are stored too (:mod:`sirerag.graph.query_aids`: the passage-seed BM25 index, the
             surface forms, the rule tagger's counts), so a search starts without rebuilding them.
+        names: the embedder of the entity names as the caller resolved it with :func:`name_embedder` (an update
+            passes the old graph's, answering its names from their stored rows); None: resolved here.
 
     Returns:
         The component record for the manifest (``path``, ``type``, settings, counts, seconds).
     """
     start = time.perf_counter()
-    names = name_embedder(config, embedder)
+    names = names if names is not None else name_embedder(config, embedder)
     writer = NameVectorWriter(Path(out) / GRAPH_DIR)  # the names' rows straight to their file, in slices
     graph = build_graph([d.id for d in documents], propositions, titles=[d.title for d in documents],
                         title_weight=config.title_weight, embedder=embedder, embed_facts=config.embed_facts,

@@ -87,10 +87,11 @@ class IndexWriter:
             # the graph's facts are propositions, and PPR's bridging reads their rows (propositions.npy)
             self.write_proposition_vectors(vectors_for(self.propositions, self.known_proposition_rows(),
                                                        self.models.short_text_embedder()))
+        embedder = self.graph_embedder()
         self.components["graph"] = build_and_save_graph(
-            self.out, self.documents, self.graph_propositions(), embedder=self.graph_embedder(),
+            self.out, self.documents, self.graph_propositions(), embedder=embedder,
             config=self.config.graph, pool=self.retrieval_pool, chunk_texts=self.chunk_texts(),
-            ner=self.config.extraction.ner)
+            ner=self.config.extraction.ner, names=self.graph_name_embedder(embedder))
 
     def chunk_texts(self) -> Iterable[str]:
         """The chunks' texts, in order (the graph's rule tagger counts their words)."""
@@ -107,6 +108,12 @@ class IndexWriter:
     def graph_embedder(self) -> Embedder:
         """The embedder of the graph's entities and facts; facts reuse the proposition rows."""
         return self.with_proposition_rows(self.models.short_text_embedder())
+
+    def graph_name_embedder(self, embedder: Embedder) -> Embedder | None:
+        """The embedder of the graph's entity names when it is not ``embedder`` (``graph.name_vectors``), else None."""
+        from sirerag.graph.store import name_embedder
+
+        return name_embedder(self.config.graph, embedder)
 
     def with_proposition_rows(self, embedder: Embedder) -> Embedder:
         """``embedder``, answering the texts of embedded propositions from their rows when the graph embeds its

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -44,7 +45,7 @@ from sirerag.pipeline.changes import (DEFAULT_DRIFT_WARN, DEFAULT_REFRESH_THRESH
 from sirerag.pipeline.models import Models, cache_folder, kept_folders
 from sirerag.pipeline.plan import BuildPlan, Stage, StageHook
 from sirerag.pipeline.stages import IndexWriter
-from sirerag.pipeline.update_trees import KnownEmbedder, TreeUpdate
+from sirerag.pipeline.update_trees import GraphRows, KnownEmbedder, TreeUpdate
 from sirerag.pool.current import check_current
 from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, save_records, write_flat_pool
 from sirerag.pool.loaded import LoadedIndex, load_index
@@ -277,7 +278,15 @@ class IncrementalRunner(IndexWriter):
 
     def graph_embedder(self) -> Embedder:
         return self.with_proposition_rows(KnownEmbedder.from_graph(self.models.short_text_embedder(),
-                                                                   self.old.component("graph")))
+                                                                   self.old_graph_rows))
+
+    def graph_name_embedder(self, embedder: Embedder) -> Embedder | None:
+        names = super().graph_name_embedder(embedder)  # the build's, answering the old names from their rows
+        return names if self.old_graph_rows is None else self.old_graph_rows.name_embedder_for(names)
+
+    @cached_property
+    def old_graph_rows(self) -> GraphRows | None:  # the old index's graph, read once by the graph stage
+        return GraphRows.load(self.old.component("graph"))
 
     def finish(self, command: str, settings: UpdateConfig) -> dict[str, Any]:
         """Count the change, record it in the manifest's history and drift, write the manifest; returns the drift."""

@@ -2,6 +2,7 @@
 embedder that reuses the rows an index already stores."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -99,20 +100,12 @@ class KnownEmbedder:
         self.dim, self.spec = inner.dim, inner.spec
 
     @classmethod
-    def from_graph(cls, inner: Embedder, folder: Path | None) -> Embedder:
-        from sirerag.core.errors import IndexFormatError
-        from sirerag.graph.store import load_graph
-
-        if folder is None:
+    def from_graph(cls, inner: Embedder, old: "GraphRows | None") -> Embedder:
+        """``inner`` answering the old graph's facts, and its names when ``inner`` embedded them (the graph
+        records no name embedder of its own); ``inner`` itself when there is no old graph."""
+        if old is None:
             return inner
-        try:
-            graph, _ = load_graph(folder)
-        except IndexFormatError:
-            return inner
-        rows = dict(zip(graph.entities, graph.entity_embeddings))
-        if len(graph.fact_embeddings) == len(graph.facts):
-            rows.update((f.text, row) for f, row in zip(graph.facts, graph.fact_embeddings))
-        return cls(inner, rows)
+        return cls(inner, {**(old.names if old.name_embedder is None else {}), **old.facts})
 
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         """The rows of ``texts``: the known ones from their rows, the others encoded (and not kept: the graph
@@ -129,3 +122,36 @@ class KnownEmbedder:
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self.inner.encode_queries(texts)
+
+
+@dataclass(frozen=True)
+class GraphRows:
+    """An index's entity graph as rows by text: ``names`` (embedded by ``name_embedder``, the spec its
+    ``graph.json`` records, or by the index embedder when None) and ``facts`` (by the index embedder)."""
+
+    names: dict[str, np.ndarray]
+    facts: dict[str, np.ndarray]
+    name_embedder: str | None
+
+    @classmethod
+    def load(cls, folder: Path | None) -> "GraphRows | None":
+        """The rows of the graph in ``folder``; None without a graph (or one this version cannot read)."""
+        from sirerag.core.errors import IndexFormatError
+        from sirerag.graph.store import load_graph
+
+        if folder is None:
+            return None
+        try:
+            graph, meta = load_graph(folder)
+        except IndexFormatError:
+            return None
+        facts = dict(zip((f.text for f in graph.facts), graph.fact_embeddings)) \
+            if len(graph.fact_embeddings) == len(graph.facts) else {}
+        return cls(dict(zip(graph.entities, graph.entity_embeddings)), facts, meta.name_embedder)
+
+    def name_embedder_for(self, names: Embedder | None) -> Embedder | None:
+        """``names`` (the embedder of the new graph's names) answering the old names from their rows when the
+        old graph's names were embedded by the same model; ``names`` itself otherwise."""
+        if names is None or self.name_embedder != names.spec:
+            return names
+        return KnownEmbedder(names, self.names)

@@ -63,7 +63,8 @@ class PPRRetriever(SearchOne, Closing):
             (:func:`~sirerag.graph.query_aids.load_pool_nodes`); None: computed here.
         **options: search options that replace fields of ``settings`` (``passage_weight=0.1``...).
         name_embedder: the embedder of the graph's entity names when it is not ``embedder``
-            (``graph.name_vectors = "static"``); a query's unmatched entities are embedded with it.
+            (``graph.name_vectors``, :func:`~sirerag.graph.store.load_name_embedder`); a query's unmatched
+            entities are embedded with it.
     """
 
     name = "ppr"
