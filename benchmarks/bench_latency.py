@@ -22,6 +22,7 @@ RETRIEVERS = {
     "dense": ("dense", {}),
     "bm25": ("bm25", {}),
     "dense+bm25": ("dense+bm25", {}),
+    "ppr (default)": ("ppr", {}),
     "ppr (ner)": ("ppr", {"linking": "ner"}),
     "dense+bm25+ppr": ("dense+bm25+ppr", {"linking": "ner"}),
 }
