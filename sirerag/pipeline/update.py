@@ -12,8 +12,8 @@ completes (the embedding and LLM call caches keep what was paid for).
   fitted on all chunks, as a build would); the aggregates are recomputed from all stored
   propositions (no model call; an untouched entity gives the same text, so the same id) and the
   summary levels above them updated like the similarity tree.
-- BM25 and (when the index has one) the entity graph are rebuilt from the stored records: no
-  model calls, the graph's entity and fact embeddings come from the embedding cache. A ColBERT
+- BM25 and (when the index has one) the entity graph are rebuilt from the stored records: old names
+  and facts keep their stored rows, new names are embedded by the graph's name embedder. A ColBERT
   index no longer matches the pool and is dropped (``sirerag index`` builds it again).
 - The manifest keeps the build's settings and records the change in ``history`` and ``drift``.
 
