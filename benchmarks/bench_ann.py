@@ -53,26 +53,23 @@ def synthetic(n: int, dim: int, latent: int, clusters: int, noise: float, seed: 
 
 def index_data(index: str, questions: list[str], n_queries: int) -> tuple[np.ndarray, np.ndarray]:
     """The pool vectors of the index ``index`` (float32, in memory) and ``n_queries`` questions read in turn
-    from the ``questions`` files (``question`` field), encoded with the index's query embedder."""
+    from the ``questions`` files, encoded with the index's query embedder."""
     import itertools
-    import json
 
     from sirerag.core.io import load_npy, read_manifest
     from sirerag.embedding import load_query_embedder
     from sirerag.embedding.precision import precision_of
+    from sirerag.evaluation.retrieval import load_questions
 
     manifest = read_manifest(index)
     if manifest.embedder is None:
         raise SystemExit(f"bench_ann: {index} records no embedder")
     vectors = np.ascontiguousarray(load_npy(Path(index) / "embeddings.npy"), dtype=np.float32)
-    readers = [(json.loads(line)["question"] for line in open(path, encoding="utf-8") if line.strip())
-               for path in questions]
-    texts = [t for t in itertools.islice((q for row in itertools.zip_longest(*readers) for q in row if q),
-                                         n_queries)]
+    per_file = [[q.question for q in load_questions(path)] for path in questions]
+    texts = list(itertools.islice((t for row in itertools.zip_longest(*per_file) for t in row if t), n_queries))
     spec = manifest.embedder.spec or ""
     embedder = load_query_embedder(manifest.embedder.load_spec or spec, precision=precision_of(spec))
-    queries = embedder.encode_queries(texts)
-    return vectors, np.asarray(queries, dtype=np.float32)
+    return vectors, np.asarray(embedder.encode_queries(texts), dtype=np.float32)
 
 
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:

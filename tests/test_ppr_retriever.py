@@ -250,3 +250,20 @@ def test_fact_filter_removing_every_fact_falls_back_to_dense(tiny_index):
     kept = load_retriever("ppr", index, embedder=embedder, linking="fact", fact_filter=Scripted(['{"relevant": [1]}']))
     seeds = kept.link([QUESTION], embedder.encode_queries([QUESTION]))[0]
     assert len(seeds.candidates) == 5 and seeds.facts == seeds.candidates[:1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("propositions", [False, True])
+def test_residual_ranking_wires_into_a_search(tiny_index, propositions):
+    from sirerag.graph.residual import ResidualPassages
+    from sirerag.retrievers import load_retriever
+
+    index, embedder, titles = tiny_index
+    ppr = load_retriever("ppr", index, embedder=embedder, linking="ner", bridge_residual=0.1,
+                         bridge_residual_propositions=propositions)
+    assert isinstance(ppr.residual, ResidualPassages)
+    assert (ppr.residual.propositions is not None) is propositions
+    ranked = _titles(index, titles, ppr.search(QUESTION, k=6))
+    assert ranked[0] == "Marta Kowalski"
+    assert "Zielonka" in ranked[:3]
+    assert load_retriever("ppr", index, embedder=embedder, linking="ner").residual is None

@@ -24,7 +24,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from sirerag.core.config.retrieval import BridgeSettings
+from sirerag.core.types import Pool
 from sirerag.graph.bridging import PropositionBridge
+from sirerag.graph.build import EntityGraph
 from sirerag.graph.chain import Rest
 from sirerag.graph.facts import FactTable
 from sirerag.graph.linking import Seeds
@@ -179,4 +181,13 @@ class ResidualPassages:
                 s.passages[passage] = s.passages.get(passage, 0.0) + settings.residual * anchor.weight
 
 
-__all__ = ["Anchor", "ResidualPassages", "Units"]
+def residual_passages(graph: EntityGraph, pool: Pool, leaf_rows: np.ndarray, leaf_passages: np.ndarray,
+                      bridge: PropositionBridge, settings: BridgeSettings) -> ResidualPassages:
+    """The :class:`ResidualPassages` of a PPR search over ``graph`` and ``pool`` (its leaves' rows and passages), by
+    their propositions too when ``settings.residual_propositions``."""
+    residual = ResidualPassages(graph.adjacency, graph.n_entities, pool.embeddings, leaf_rows, leaf_passages,
+                                bridge.titled, lambda r: pool.entries[r].text)
+    return residual.with_propositions(bridge, graph.passage_index) if settings.residual_propositions else residual
+
+
+__all__ = ["Anchor", "ResidualPassages", "Units", "residual_passages"]

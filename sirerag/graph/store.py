@@ -162,13 +162,14 @@ def name_embedder(config: GraphConfig, embedder: Embedder) -> Embedder | None:
     Raises:
         ConfigError: ``int8`` or ``static`` with an index embedder whose vectors are not MiniLM's size.
     """
-    from sirerag.embedding.query_export import INT8_SUFFIX, load_minilm_int8
+    from sirerag.embedding.precision import precision_of
+    from sirerag.embedding.query_export import load_minilm_int8
     from sirerag.embedding.sentence_transformers import MINILM_SPEC
 
     choice = config.name_vectors
     spec = str(getattr(embedder, "spec", ""))
     if choice == "auto":
-        minilm = spec.split("#")[0] == MINILM_SPEC and not spec.endswith(INT8_SUFFIX)
+        minilm = spec.split("#")[0] == MINILM_SPEC and precision_of(spec) != "int8"
         choice = "int8" if minilm else "index"
     if choice == "index":
         return None

@@ -123,12 +123,9 @@ class PPRRetriever(SearchOne, Closing):
         self.bridge = bridge if settings.bridge.hops > 0 and linking == "ner" else None
         self.residual = None  # the passages of seeds and bridges ranked by what is left of the question
         if self.bridge is not None and settings.bridge.residual > 0:
-            from sirerag.graph.residual import ResidualPassages
+            from sirerag.graph.residual import residual_passages
 
-            self.residual = ResidualPassages(graph.adjacency, graph.n_entities, pool.embeddings, rows,
-                                             self._leaf_passages, self.bridge.titled, lambda r: pool.entries[r].text)
-            if settings.bridge.residual_propositions:
-                self.residual.with_propositions(self.bridge, graph.passage_index)
+            self.residual = residual_passages(graph, pool, rows, self._leaf_passages, self.bridge, settings.bridge)
 
     @property
     def bridge_settings(self) -> BridgeSettings:
