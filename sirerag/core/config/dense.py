@@ -28,7 +28,7 @@ class DenseConfig:
     ann_min_vectors: int = 50_000
     ann_connectivity: int = 16
     ann_expansion_add: int = 128
-    ann_expansion_search: int = 128
+    ann_expansion_search: int = 256
     ann_dtype: str = "f16"
     ann_threads: int = 1
 
