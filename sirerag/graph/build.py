@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from sirerag.core.config.dense import DenseConfig
 from sirerag.core.errors import check
 from sirerag.embedding.base import Embedder
 from sirerag.extraction.normalize import entity_key
@@ -124,6 +125,8 @@ def build_graph(
     block_size: int | None = None,
     name_embedder: Embedder | None = None,
     name_vectors: NameVectors | None = None,
+    synonym_ann_min_names: int = -1,
+    ann: DenseConfig | None = None,
 ) -> EntityGraph:
     """Build the entity graph of a corpus.
 
@@ -144,6 +147,9 @@ def build_graph(
         name_embedder: embeds the entity names in place of ``embedder`` (MiniLM's int8 export or a static
             embedder, ``graph.name_vectors``); the same dimension.
         name_vectors: how the names' rows are made and held (default :func:`names_in_memory`).
+        synonym_ann_min_names: with at least this many eligible names the synonym kNN goes through HNSW
+            (``graph.synonym_ann_min_names``; -1: never).
+        ann: the HNSW parameters for it (default ``DenseConfig()``'s).
 
     Returns:
         The :class:`EntityGraph`; ``stats["seconds"]`` holds the time of each stage.
@@ -168,6 +174,7 @@ def build_graph(
     dim = int(embedder.dim) if embedder is not None else 0
     fact_emb = np.zeros((len(facts) if embed_facts else 0, dim), dtype=np.float32)
     syn = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    by_ann = False
     ent_emb = np.zeros((0 if embedder is not None and n_e else n_e, dim), dtype=np.float32)  # replaced below
     if embedder is not None and n_e:
         start = time.perf_counter()
@@ -176,8 +183,9 @@ def build_graph(
         seconds["embed_entities"] = time.perf_counter() - start
         start = time.perf_counter()
         # the kNN over the eligible rows (as synonym_edges(ent_emb, eligible=...) would, without its copy of them)
+        by_ann = 0 <= synonym_ann_min_names <= int(eligible.sum())
         pairs = synonym_edges(rows, threshold=synonym_threshold, max_neighbors=synonym_max_neighbors,
-                              block_size=block_size)
+                              block_size=block_size, ann=(ann or DenseConfig()) if by_ann else None)
         del rows
         where = np.flatnonzero(eligible)
         syn = (where[pairs[0]], where[pairs[1]], pairs[2])
@@ -198,7 +206,8 @@ def build_graph(
     stats = {"entity_nodes": n_e, "title_only_nodes": n_e - n_mentioned, "passage_nodes": len(passages),
              "linked_titles": linked_titles(titled, contains, n_e),
              "cooccurrence_edges": len(cooc), "contains_edges": len(contains), "title_edges": len(linked),
-             "synonym_edges": int(syn[0].size), "undirected_edges": int(adjacency.nnz // 2), "facts": len(facts),
+             "synonym_edges": int(syn[0].size), **({"synonym_search": "hnsw"} if by_ann else {}),
+             "undirected_edges": int(adjacency.nnz // 2), "facts": len(facts),
              "fact_embeddings": int(fact_emb.shape[0]),
              "seconds": {k: round(v, 3) for k, v in seconds.items()}}
     logger.info("entity graph: %d entities (%d from titles only), %d passages, %d co-occurrence / %d contains / "

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from sirerag.core.config.sections import uses_rule_tagger
 from sirerag.core.config import GraphConfig
+from sirerag.core.config.dense import DenseConfig
 from sirerag.core.errors import ConfigError, IndexFormatError, InputError
 from sirerag.embedding.base import Embedder
 from sirerag.core.io.files import loads_index_json, read_index_json
@@ -203,7 +204,7 @@ def load_name_embedder(meta: GraphMeta) -> Embedder | None:
 def build_and_save_graph(out: str | Path, documents: Sequence[Document], propositions: Iterable[Proposition], *,
                          embedder: Embedder, config: GraphConfig, pool: Pool | None = None,
                          chunk_texts: Iterable[str] | None = None, ner: str = "rules",
-                         names: Embedder | None = None) -> dict[str, Any]:
+                         names: Embedder | None = None, ann: DenseConfig | None = None) -> dict[str, Any]:
     """Build the entity graph of an index and write it to ``<out>/graph``.
 
     Args:
@@ -217,6 +218,8 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
             surface forms, the rule tagger's counts), so a search starts without rebuilding them.
         names: the embedder of the entity names as the caller resolved it with :func:`name_embedder` (an update
             passes the old graph's, answering its names from their stored rows); None: resolved here.
+        ann: the HNSW parameters of the synonym kNN over many names (``config.synonym_ann_min_names``; the
+            build passes its ``[dense]`` section; default ``DenseConfig()``'s).
 
     Returns:
         The component record for the manifest (``path``, ``type``, settings, counts, seconds).
@@ -228,7 +231,7 @@ def build_and_save_graph(out: str | Path, documents: Sequence[Document], proposi
                         title_weight=config.title_weight, embedder=embedder, embed_facts=config.embed_facts,
                         synonym_threshold=config.synonym_threshold,
                         synonym_max_neighbors=config.synonym_max_neighbors, name_embedder=names,
-                        name_vectors=writer)
+                        name_vectors=writer, synonym_ann_min_names=config.synonym_ann_min_names, ann=ann)
     settings: dict[str, Any] = {"title_weight": config.title_weight, "embed_facts": config.embed_facts,
                 "synonym_threshold": config.synonym_threshold,
                 "synonym_max_neighbors": config.synonym_max_neighbors,

@@ -91,7 +91,7 @@ class IndexWriter:
         self.components["graph"] = build_and_save_graph(
             self.out, self.documents, self.graph_propositions(), embedder=embedder,
             config=self.config.graph, pool=self.retrieval_pool, chunk_texts=self.chunk_texts(),
-            ner=self.config.extraction.ner, names=self.graph_name_embedder(embedder))
+            ner=self.config.extraction.ner, names=self.graph_name_embedder(embedder), ann=self.config.dense)
 
     def chunk_texts(self) -> Iterable[str]:
         """The chunks' texts, in order (the graph's rule tagger counts their words)."""

@@ -32,15 +32,17 @@ ANN_TYPE = "usearch-hnsw"
 _PURPOSE = "the approximate dense index (dense.ann_min_vectors)"
 
 
-def usearch() -> Any:  # Any: a module of an optional extra
-    """The ``usearch.index`` module; MissingExtraError naming the extra ``ann`` when it is not installed."""
-    require("usearch", "ann", purpose=_PURPOSE)
-    return require("usearch.index", "ann", purpose=_PURPOSE)
+def usearch(purpose: str = _PURPOSE) -> Any:  # Any: a module of an optional extra
+    """The ``usearch.index`` module; MissingExtraError naming the extra ``ann`` (and ``purpose``) when it is not
+    installed."""
+    require("usearch", "ann", purpose=purpose)
+    return require("usearch.index", "ann", purpose=purpose)
 
 
-def build_ann(vectors: np.ndarray, settings: DenseConfig) -> Any:  # Any: a usearch Index (an optional extra)
+def build_ann(vectors: np.ndarray, settings: DenseConfig, *,
+              purpose: str = _PURPOSE) -> Any:  # Any: a usearch Index (an optional extra)
     """An in-memory usearch HNSW index over ``vectors`` (``(n, dim)`` float32, L2-normalised), keys 0 .. n-1."""
-    Index = usearch().Index
+    Index = usearch(purpose).Index
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     index = Index(ndim=int(vectors.shape[1]), metric="ip", dtype=settings.ann_dtype,
                   connectivity=settings.ann_connectivity, expansion_add=settings.ann_expansion_add,

@@ -229,7 +229,10 @@ class GraphConfig:
     names (synonym edges, linking a query's unmatched entities): ``auto`` (the default), MiniLM's int8 export
     when the index embeds with MiniLM, else the index's short-text embedder; ``int8``, always MiniLM's int8
     export; ``index``, the index's short-text embedder; or ``static``, a static embedder distilled from MiniLM
-    (extra ``static``; docs/experiments/2026-11-27-build-cost-levers.md)."""
+    (extra ``static``; docs/experiments/2026-11-27-build-cost-levers.md). ``synonym_ann_min_names``: with at least
+    this many names that may get synonyms, their kNN searches an HNSW index of the names (built with the
+    ``[dense]`` HNSW settings; extra ``ann``) instead of comparing every name with every other; 0 always, -1 never
+    (docs/scale.md)."""
 
     enabled: bool = False
     title_weight: float = 2.0
@@ -240,9 +243,12 @@ class GraphConfig:
     tol: float = 1e-6
     max_iter: int = 100
     name_vectors: str = "auto"
+    synonym_ann_min_names: int = 100_000
 
     def validate(self) -> None:
         check_types(self, "graph")
+        check(self.synonym_ann_min_names >= -1, "graph.synonym_ann_min_names", self.synonym_ann_min_names,
+              "an integer >= 0 (or -1: never)")
         check(self.name_vectors in NAME_VECTORS, "graph.name_vectors", self.name_vectors,
               "one of " + ", ".join(repr(c) for c in NAME_VECTORS))
         check(self.title_weight >= 0, "graph.title_weight", self.title_weight, "a number >= 0")
@@ -253,7 +259,6 @@ class GraphConfig:
         check(0.0 <= self.damping < 1.0, "graph.damping", self.damping, "a number in [0, 1)")
         check(0.0 < self.tol < 1.0, "graph.tol", self.tol, "a positive number below 1")
         check(self.max_iter >= 1, "graph.max_iter", self.max_iter, "an integer >= 1")
-
 
 #: the sections of a BuildConfig (its fields besides trees and seed): name -> dataclass
 SECTIONS: dict[str, type] = {
