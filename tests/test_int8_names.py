@@ -148,6 +148,24 @@ def test_an_add_embeds_only_the_new_names_with_the_graph_s_name_embedder(tmp_pat
                                atol=1e-6)
 
 
+def test_the_names_vectors_are_cached_with_the_build_s_embeddings(tmp_path, fake_int8):
+    """A second build of the same corpus with the same cache folder embeds no name again: the (fake) int8 export's
+    vectors come from the cache, and the graph's rows are the same."""
+    from sirerag.cli.main import main
+
+    corpus, cache = _corpus(tmp_path / "c.jsonl", 0, 8), tmp_path / "cache"
+    for out in ("first", "second"):
+        fake_int8.seen.clear()
+        assert main(["build", str(corpus), "--out", str(tmp_path / out), "--trees", "none", "--chunking", "passage",
+                     "--graph", "--cache", str(cache), "--quiet"]) == 0
+        if out == "first":
+            assert fake_int8.seen
+    assert fake_int8.seen == []
+    first, second = load_graph(tmp_path / "first" / "graph")[0], load_graph(tmp_path / "second" / "graph")[0]
+    assert first.entities == second.entities
+    np.testing.assert_array_equal(first.entity_embeddings, second.entity_embeddings)
+
+
 @pytest.mark.slow  # a MiniLM build with the real int8 export (made first on a machine without it)
 def test_a_minilm_build_records_int8_names_and_a_ppr_search_runs(tmp_path):
     pytest.importorskip("onnxruntime")

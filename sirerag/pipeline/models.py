@@ -136,6 +136,19 @@ class Models(contextlib.AbstractContextManager):
             return fast
         return self._open("short_text_embedder", load)
 
+    def cached(self, name: str, embedder: Embedder) -> Embedder:
+        """``embedder`` (one a stage made, such as the graph's name embedder) with its vectors kept in the build's
+        embedding cache under its own spec, opened once as ``name``; itself without a cache folder."""
+        def load() -> Embedder:
+            from sirerag.embedding import CachedEmbedder, EmbeddingCache
+
+            folder = self._sub("embeddings")
+            if folder is None:
+                return embedder
+            return CachedEmbedder(embedder, EmbeddingCache(folder), block_size=max(16 * self.config.embedder.batch_size,
+                                                                                  256), show_progress=self.show_progress)
+        return self._open(name, load)
+
     def llm(self) -> LLM | None:
         """The summary LLM (``llm.spec``), None without one."""
         return self._open("llm", lambda: self._load_llm(self.config.llm.spec))

@@ -110,10 +110,12 @@ class IndexWriter:
         return self.with_proposition_rows(self.models.short_text_embedder())
 
     def graph_name_embedder(self, embedder: Embedder) -> Embedder | None:
-        """The embedder of the graph's entity names when it is not ``embedder`` (``graph.name_vectors``), else None."""
+        """The embedder of the graph's entity names when it is not ``embedder`` (``graph.name_vectors``), else None;
+        its vectors are cached with the build's other embeddings."""
         from sirerag.graph.store import name_embedder
 
-        return name_embedder(self.config.graph, embedder)
+        names = name_embedder(self.config.graph, embedder)
+        return None if names is None else self.models.cached("name_embedder", names)
 
     def with_proposition_rows(self, embedder: Embedder) -> Embedder:
         """``embedder``, answering the texts of embedded propositions from their rows when the graph embeds its
