@@ -40,3 +40,26 @@ def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix) -> np.ndarray:
     """Scores ``(n_entries, n_queries)`` of pool entries from node mass ``(n_nodes, n_queries)``: the mean mass of
     the passages each entry covers."""
     return np.asarray(nodes @ mass)
+
+
+class GroupMax:
+    """The largest of each group's values, for values aligned with ``groups`` (a group id in ``0 .. n - 1`` per
+    value): what ``np.maximum.at`` gives, from one sort made here and ``np.maximum.reduceat`` per call, a few times
+    faster on the hundreds of thousands of leaves of a large pool."""
+
+    def __init__(self, groups: np.ndarray, n: int) -> None:
+        groups = np.asarray(groups, dtype=np.int64)
+        self.n = n
+        self.order = np.argsort(groups, kind="stable")
+        ordered = groups[self.order]
+        self.starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if ordered.size else ordered
+        self.present = ordered[self.starts]
+
+    def __call__(self, values: np.ndarray, fill: float) -> np.ndarray:
+        """``(n,)`` float64: each group's largest value and ``fill``, whichever is larger (``fill`` for a group
+        without values)."""
+        out = np.full(self.n, fill, dtype=np.float64)
+        if self.starts.size:
+            best = np.maximum.reduceat(np.asarray(values, dtype=np.float64)[self.order], self.starts)
+            out[self.present] = np.maximum(best, fill)
+        return out
