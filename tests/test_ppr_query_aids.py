@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sirerag.cli.main import main
@@ -174,3 +175,18 @@ def test_graph_files_read_in_one_parse_as_line_by_line_and_a_damaged_line_is_nam
     (folder / "nodes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(IndexFormatError, match=r"nodes\.jsonl:3: invalid JSON"):
         load_graph(folder)
+
+
+def test_group_max_matches_maximum_at_on_random_groups():
+    from sirerag.graph.entries import GroupMax
+
+    rng = np.random.default_rng(7)
+    for n, m in [(0, 3), (1, 1), (40, 5), (200, 60)]:
+        groups, values = rng.integers(0, m, n), rng.normal(size=n)
+        want = np.full(m, -np.inf)
+        np.maximum.at(want, groups, values)
+        got = GroupMax(groups).into(np.full(m, -np.inf), values)
+        assert np.array_equal(got, want)
+        floor = np.zeros(m)  # a start above some groups' best keeps it
+        np.maximum.at(floor, groups, values)
+        assert np.array_equal(GroupMax(groups).into(np.zeros(m), values), floor)

@@ -40,3 +40,27 @@ def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix) -> np.ndarray:
     """Scores ``(n_entries, n_queries)`` of pool entries from node mass ``(n_nodes, n_queries)``: the mean mass of
     the passages each entry covers."""
     return np.asarray(nodes @ mass)
+
+
+class GroupMax:
+    """The best of several values per group, ``np.maximum.at(out, groups, values)``, with the grouping sorted
+    once: each call is one gather and one ``np.maximum.reduceat`` rather than ``ufunc.at``'s element-by-element
+    loop (the maximum does not depend on the order, so the result is the same).
+
+    Args:
+        groups: ``(n,)`` the group (an index into ``out``) of each value.
+    """
+
+    def __init__(self, groups: np.ndarray) -> None:
+        groups = np.asarray(groups, dtype=np.int64)
+        self.order = np.argsort(groups, kind="stable")
+        ranked = groups[self.order]
+        self.starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]]) if ranked.size else ranked
+        self.groups = ranked[self.starts]
+
+    def into(self, out: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``out`` (changed in place and returned) raised to the best of ``values`` ``(n,)`` in each group."""
+        if self.groups.size:
+            best = np.maximum.reduceat(np.asarray(values)[self.order], self.starts)
+            out[self.groups] = np.maximum(out[self.groups], best)
+        return out

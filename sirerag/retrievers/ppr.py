@@ -24,7 +24,7 @@ from sirerag.core.config.retrieval import BridgeSettings, PoolRule, PPRSettings
 from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.chain import Chain, Rest
-from sirerag.graph.entries import entry_node_matrix, entry_scores
+from sirerag.graph.entries import GroupMax, entry_node_matrix, entry_scores
 from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
 from sirerag.graph.ppr import PersonalizedPageRank
 from sirerag.graph.query_aids import seed_rows
@@ -107,6 +107,7 @@ class PPRRetriever(SearchOne, Closing):
         self.ids = list(pool.ids)
         rows, nodes = seeds if seeds is not None else seed_rows(pool, graph.passage_index)
         self._leaf_rows, self._leaf_passages = rows, nodes - graph.n_entities
+        self._best_of_passage = GroupMax(self._leaf_passages)  # the best score of each passage's leaf entries
         self.surface = None
         if linking == "ner" and settings.surface:
             from sirerag.graph.surface import SurfaceIndex
@@ -136,7 +137,7 @@ class PPRRetriever(SearchOne, Closing):
     def passage_scores(self, entry_scores: np.ndarray) -> np.ndarray:
         """Dense score of every passage node: the best score of its leaf entries."""
         scores = np.full(len(self.graph.passages), -np.inf)
-        np.maximum.at(scores, self._leaf_passages, entry_scores[self._leaf_rows])
+        self._best_of_passage.into(scores, entry_scores[self._leaf_rows])
         missing = ~np.isfinite(scores)
         if missing.all():
             return np.zeros_like(scores)
@@ -148,8 +149,7 @@ class PPRRetriever(SearchOne, Closing):
         dense = min_max(self.passage_scores(entry_scores))
         if self.bm25 is None:
             return dense
-        lexical = np.zeros(len(self.graph.passages))
-        np.maximum.at(lexical, self._leaf_passages, self.bm25.scores(query))
+        lexical = self._best_of_passage.into(np.zeros(len(self.graph.passages)), self.bm25.scores(query))
         return (1.0 - self.bm25_share) * dense + self.bm25_share * min_max(lexical)
 
     def link(self, queries: Sequence[str], query_embeddings: np.ndarray) -> list[Seeds]:
