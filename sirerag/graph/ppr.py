@@ -52,6 +52,7 @@ class PersonalizedPageRank:
         self.n = matrix.shape[0]
         strength = np.asarray(matrix.sum(axis=1)).ravel()
         self.dangling = strength <= 0
+        self._dangling_rows = np.flatnonzero(self.dangling)  # indexed once, not masked every iteration
         inverse = np.zeros_like(strength)
         inverse[~self.dangling] = 1.0 / strength[~self.dangling]
         # transposed transition matrix: column i holds the out-probabilities of node i
@@ -83,7 +84,7 @@ class PersonalizedPageRank:
         d = self.damping
         it = 0
         for it in range(1, self.max_iter + 1):
-            dangling_mass = p[self.dangling].sum(axis=0) if self.dangling.any() else 0.0
+            dangling_mass = p[self._dangling_rows].sum(axis=0) if self._dangling_rows.size else 0.0
             new = d * (self.transition_t @ p) + (d * dangling_mass + (1.0 - d)) * r
             delta = np.abs(new - p).sum(axis=0).max()
             p = new
