@@ -8,18 +8,18 @@ Choose one with :func:`load_embedder`::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from sirerag.embedding.backends import SPEC_FORMS, make_embedder, parse_embedder_spec
 from sirerag.embedding.base import Embedder, TokenWindow, l2_normalize, token_window, usable_cores
 from sirerag.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache
 
 if TYPE_CHECKING:
-    from sirerag.engine import Engine
+    from sirerag.engine import Engine, WorkerFactory
 
 __all__ = ["SPEC_FORMS", "CacheStats", "CachedEmbedder", "Embedder", "EmbeddingCache", "TokenWindow",
            "l2_normalize", "load_embedder", "load_query_embedder", "load_short_text_embedder", "make_embedder",
-           "parse_embedder_spec", "token_window", "usable_cores"]
+           "parse_embedder_spec", "token_window", "usable_cores", "with_disk_cache"]
 
 
 def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str | Path | None = None,
@@ -62,8 +62,8 @@ def load_embedder(spec: str = "minilm", *, batch_size: int = 64, cache_dir: str 
         return EmbedWorker(spec, batch_size, side, getattr(embedder, "precision", "float32"))
 
     remote = None if runs_here(engine) else worker
-    return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
-                          show_progress=show_progress, engine=engine, remote=remote)
+    return with_disk_cache(embedder, cache_dir, batch_size=batch_size, show_progress=show_progress, engine=engine,
+                           remote=remote)
 
 
 def load_query_embedder(spec: str, *, batch_size: int = 64, show_progress: bool = False,
@@ -110,5 +110,13 @@ def load_short_text_embedder(spec: str, *, batch_size: int = 64, cache_dir: str 
     fast = load_minilm_query_embedder(batch_size=batch_size, threads=usable_cores())
     if fast is None or cache_dir is None:
         return fast
-    return CachedEmbedder(fast, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
-                          show_progress=show_progress)
+    return with_disk_cache(fast, cache_dir, batch_size=batch_size, show_progress=show_progress)
+
+
+def with_disk_cache(embedder: Embedder, cache_dir: str | Path, *, batch_size: int = 64, show_progress: bool = False,
+                    engine: Engine | None = None,
+                    remote: Callable[[str], WorkerFactory] | None = None) -> CachedEmbedder:
+    """``embedder`` with its vectors cached on disk in ``cache_dir`` under its spec, encoding the missing texts in
+    blocks of 16 batches (at least 256 texts); ``engine`` and ``remote`` as for :class:`CachedEmbedder`."""
+    return CachedEmbedder(embedder, EmbeddingCache(cache_dir), block_size=max(16 * batch_size, 256),
+                          show_progress=show_progress, engine=engine, remote=remote)

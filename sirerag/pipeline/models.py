@@ -140,13 +140,13 @@ class Models(contextlib.AbstractContextManager):
         """``embedder`` (one a stage made, such as the graph's name embedder) with its vectors kept in the build's
         embedding cache under its own spec, opened once as ``name``; itself without a cache folder."""
         def load() -> Embedder:
-            from sirerag.embedding import CachedEmbedder, EmbeddingCache
+            from sirerag.embedding import with_disk_cache
 
             folder = self._sub("embeddings")
             if folder is None:
                 return embedder
-            return CachedEmbedder(embedder, EmbeddingCache(folder), block_size=max(16 * self.config.embedder.batch_size,
-                                                                                  256), show_progress=self.show_progress)
+            return with_disk_cache(embedder, folder, batch_size=self.config.embedder.batch_size,
+                                   show_progress=self.show_progress)
         return self._open(name, load)
 
     def llm(self) -> LLM | None:
