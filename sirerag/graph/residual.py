@@ -28,6 +28,7 @@ from sirerag.core.types import Pool
 from sirerag.graph.bridging import PropositionBridge
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.chain import Rest
+from sirerag.graph.entries import GroupMax
 from sirerag.graph.facts import FactTable
 from sirerag.graph.linking import Seeds
 
@@ -53,10 +54,10 @@ class Units:
     """
 
     def __init__(self, vectors: np.ndarray, rows: np.ndarray, passages: np.ndarray, n_passages: int) -> None:
-        order = np.argsort(passages, kind="stable")
+        groups = GroupMax(passages, n_passages)
         self.vectors = vectors
-        self.rows = np.asarray(rows, dtype=np.int64)[order]
-        self.bounds = np.searchsorted(np.asarray(passages, dtype=np.int64)[order], np.arange(n_passages + 1))
+        self.rows = np.asarray(rows, dtype=np.int64)[groups.order]
+        self.bounds = groups.bounds
 
     def of(self, position: int) -> np.ndarray:
         """The rows of the passage at ``position``."""
@@ -71,9 +72,7 @@ class Units:
             return positions, np.zeros(0, dtype=np.float32)
         rows = self.rows[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)])]
         scores = np.asarray(self.vectors[rows], dtype=np.float32) @ np.asarray(vector, dtype=np.float32)
-        best = np.full(positions.size, -np.inf, dtype=np.float32)
-        np.maximum.at(best, np.repeat(np.arange(positions.size), stops - starts), scores)
-        return positions, best
+        return positions, np.maximum.reduceat(scores, np.r_[0, np.cumsum(stops - starts)[:-1]])
 
 
 class ResidualPassages:
