@@ -267,3 +267,18 @@ def test_residual_ranking_wires_into_a_search(tiny_index, propositions):
     assert ranked[0] == "Marta Kowalski"
     assert "Zielonka" in ranked[:3]
     assert load_retriever("ppr", index, embedder=embedder, linking="ner").residual is None
+
+
+@pytest.mark.slow
+def test_local_push_ranks_like_the_power_iteration(tiny_index):
+    from sirerag.graph.push import LocalPush
+    from sirerag.retrievers import load_retriever
+
+    index, embedder, _ = tiny_index
+    power = load_retriever("ppr", index, embedder=embedder, walk="power")
+    push = load_retriever("ppr", index, embedder=embedder, walk="push", push_tol=1e-9)
+    assert isinstance(push.pagerank, LocalPush)
+    for question in (QUESTION, "Where was the mayor of Zielonka born?"):
+        ours, theirs = push.search(question, k=6), power.search(question, k=6)
+        assert [h.entry_id for h in ours] == [h.entry_id for h in theirs]
+        np.testing.assert_allclose([h.score for h in ours], [h.score for h in theirs], rtol=1e-4)

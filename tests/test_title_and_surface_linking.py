@@ -168,7 +168,7 @@ def test_passage_seeds_mix_dense_and_bm25():
     mixed = PPRRetriever(graph, pool, HashEmbedder(), linking="ner", tagger=lambda q: [], passage_weight=0.05,
                          bm25_share=0.5)
     row = HashEmbedder().encode_queries(["Oder river"])[0] @ pool.embeddings.T
-    lexical = mixed.bm25.scores("Oder river")
+    lexical = mixed.seeder.bm25.scores("Oder river")
     np.testing.assert_allclose(mixed.seed_scores("Oder river", row), 0.5 * min_max(row) + 0.5 * min_max(lexical))
     np.testing.assert_allclose(dense_only.seed_scores("Oder river", row), min_max(row))
 

@@ -141,13 +141,24 @@ def fact_seeds(graph: EntityGraph, facts: Sequence[tuple[int, float]], top_entit
     return Seeds(entities=dict(best), facts=list(facts))
 
 
+def reset_entries(graph: EntityGraph, seeds: Seeds, passage_scores: np.ndarray | None,
+                  passage_weight: float) -> tuple[np.ndarray, np.ndarray]:
+    """The reset as ``(nodes, weights)`` (a node may repeat; its weights add up): entity seeds, the passages
+    bridged entities title, plus ``passage_weight`` times the min-max normalised dense passage scores (omitted
+    when the weight is 0)."""
+    items = (*seeds.entities.items(), *seeds.passages.items())
+    nodes = np.fromiter((node for node, _ in items), dtype=np.int64, count=len(items))
+    weights = np.fromiter((weight for _, weight in items), dtype=np.float64, count=len(items))
+    if passage_weight > 0 and passage_scores is not None and len(graph.passages):
+        nodes = np.concatenate([nodes, np.arange(graph.n_entities, graph.n_nodes, dtype=np.int64)])
+        weights = np.concatenate([weights, passage_weight * min_max(passage_scores)])
+    return nodes, weights
+
+
 def reset_vector(graph: EntityGraph, seeds: Seeds, passage_scores: np.ndarray | None,
                  passage_weight: float) -> np.ndarray:
-    """The reset vector over all nodes: entity seeds, the passages bridged entities title, plus
-    ``passage_weight`` times the min-max normalised dense passage scores (omitted when the weight is 0)."""
+    """The reset vector over all nodes (:func:`reset_entries`)."""
     reset = np.zeros(graph.n_nodes, dtype=np.float64)
-    for node, weight in (*seeds.entities.items(), *seeds.passages.items()):
-        reset[node] += weight
-    if passage_weight > 0 and passage_scores is not None and len(graph.passages):
-        reset[graph.n_entities:] += passage_weight * min_max(passage_scores)
+    nodes, weights = reset_entries(graph, seeds, passage_scores, passage_weight)
+    np.add.at(reset, nodes, weights)
     return reset

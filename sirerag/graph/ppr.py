@@ -14,6 +14,7 @@ product per iteration.
 from __future__ import annotations
 
 import logging
+from typing import Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -96,6 +97,15 @@ class PersonalizedPageRank:
         self.last_iterations = it
         p /= p.sum(axis=0)
         return p[:, 0] if one_d else p
+
+
+    def run_entries(self, resets: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """:meth:`run` on resets given as ``(nodes, weights)`` (a node may repeat: its weights add up), one per
+        query; returns ``(n, len(resets))``."""
+        matrix = np.zeros((self.n, len(resets)), dtype=np.float64)
+        for column, (nodes, weights) in enumerate(resets):
+            np.add.at(matrix[:, column], nodes, weights)
+        return self.run(matrix)
 
 
 def personalized_pagerank(adjacency: sp.spmatrix | np.ndarray, reset: np.ndarray, *,

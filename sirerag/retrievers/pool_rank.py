@@ -40,6 +40,13 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
     waiting: list[Hit] = []
     n_leaves = 0
     scores = {hit.entry_id: hit.score for hit in hits} if rule.lift_ratio else {}
+    known: dict[str, Sequence[str]] = {}  # a waiting entry is tried after every leaf: its passages read once
+
+    def passages_of(hit: Hit) -> Sequence[str]:
+        found = known.get(hit.entry_id)
+        if found is None:
+            found = known[hit.entry_id] = pool.get(hit.entry_id).passages
+        return found
 
     def room() -> bool:  # may one more non-leaf entry be placed now?
         return n_leaves >= rule.leaf_share * (len(out) + 1) - 1e-9
@@ -48,7 +55,7 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
         return rule.drop_covered and bool(passages) and covered.issuperset(passages)
 
     def place(hit: Hit) -> bool:
-        passages = pool.get(hit.entry_id).passages
+        passages = passages_of(hit)
         if adds_nothing(passages):
             return True  # nothing new: dropped
         if rule.anchor and passages and covered.isdisjoint(passages):
@@ -82,7 +89,7 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
         add_leaf(hit, entry.passages)
         waiting = [h for h in waiting if not place(h)]
     for hit in waiting:  # the retriever's list is exhausted: the rest in order
-        passages = pool.get(hit.entry_id).passages
+        passages = passages_of(hit)
         if not adds_nothing(passages):
             out.append(hit)
             covered.update(passages)

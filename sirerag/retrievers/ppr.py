@@ -24,13 +24,14 @@ from sirerag.core.config.retrieval import BridgeSettings, PoolRule, PPRSettings
 from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.chain import Chain, Rest
-from sirerag.graph.entries import GroupMax, entry_node_matrix, entry_scores
-from sirerag.graph.linking import Seeds, fact_seeds, min_max, reset_vector, surface_seeds, top_facts
-from sirerag.graph.ppr import PersonalizedPageRank
+from sirerag.graph.entries import entry_node_matrix, entry_scores
+from sirerag.graph.linking import Seeds, fact_seeds, reset_entries, surface_seeds, top_facts
+from sirerag.graph.push import make_walk
 from sirerag.graph.query_aids import seed_rows
 from sirerag.graph.surface import uncovered
 from sirerag.retrievers.base import Closing, Hit, SearchOne, check_query
 from sirerag.retrievers.dense import index_embedder, top_k
+from sirerag.retrievers.passage_seeds import PassageSeeder
 from sirerag.core.types import Pool
 
 if TYPE_CHECKING:
@@ -93,10 +94,11 @@ class PPRRetriever(SearchOne, Closing):
         self.linking, self.tagger, self.passage_weight = linking, tagger, settings.passage_weight
         self.top_facts, self.top_entities = settings.top_facts, settings.top_entities
         recorded = GraphConfig()  # PageRank settings not given: the build's defaults
-        self.pagerank = PersonalizedPageRank(
-            graph.adjacency, damping=recorded.damping if settings.damping is None else settings.damping,
-            tol=recorded.tol if settings.tol is None else settings.tol,
-            max_iter=recorded.max_iter if settings.max_iter is None else settings.max_iter)
+        self.pagerank = make_walk(graph.adjacency, settings.walk,
+                                  damping=recorded.damping if settings.damping is None else settings.damping,
+                                  tol=recorded.tol if settings.tol is None else settings.tol,
+                                  max_iter=recorded.max_iter if settings.max_iter is None else settings.max_iter,
+                                  push_tol=settings.push_tol)
         self.recognition = None
         if llm is not None:
             from sirerag.graph.recognition import RecognitionFilter
@@ -107,19 +109,19 @@ class PPRRetriever(SearchOne, Closing):
         self.ids = list(pool.ids)
         rows, nodes = seeds if seeds is not None else seed_rows(pool, graph.passage_index)
         self._leaf_rows, self._leaf_passages = rows, nodes - graph.n_entities
-        self._passage_max = GroupMax(self._leaf_passages, len(graph.passages))
         self.surface = None
         if linking == "ner" and settings.surface:
             from sirerag.graph.surface import SurfaceIndex
 
             self.surface = SurfaceIndex(graph.entities, forms=surface_forms)
-        self.bm25, self.bm25_share = None, float(settings.bm25_share)
+        bm25 = None
         if settings.passage_seeds == "dense+bm25" and settings.passage_weight > 0 and settings.bm25_share > 0:
             from sirerag.retrievers.bm25 import BM25Retriever
 
-            self.bm25 = BM25Retriever([self.ids[i] for i in rows],
-                                      None if seeds_lexical is not None else [pool.entries[i].text for i in rows],
-                                      lexical=seeds_lexical)
+            bm25 = BM25Retriever([self.ids[i] for i in rows],
+                                 None if seeds_lexical is not None else [pool.entries[i].text for i in rows],
+                                 lexical=seeds_lexical)
+        self.seeder = PassageSeeder(rows, self._leaf_passages, len(graph.passages), bm25, settings.bm25_share)
         self.fallbacks = 0
         self.bridge = bridge if settings.bridge.hops > 0 and linking == "ner" else None
         self.residual = None  # the passages of seeds and bridges ranked by what is left of the question
@@ -136,20 +138,11 @@ class PPRRetriever(SearchOne, Closing):
     # -- linking ---------------------------------------------------------------------------------
     def passage_scores(self, entry_scores: np.ndarray) -> np.ndarray:
         """Dense score of every passage node: the best score of its leaf entries."""
-        scores = self._passage_max(entry_scores[self._leaf_rows], -np.inf)
-        missing = ~np.isfinite(scores)
-        if missing.all():
-            return np.zeros_like(scores)
-        scores[missing] = scores[~missing].min()
-        return scores
+        return self.seeder.passage_scores(entry_scores[self._leaf_rows])
 
     def seed_scores(self, query: str, entry_scores: np.ndarray) -> np.ndarray:
         """Passage seed scores: min-max dense, mixed with min-max BM25 (``bm25_share``)."""
-        dense = min_max(self.passage_scores(entry_scores))
-        if self.bm25 is None:
-            return dense
-        lexical = self._passage_max(self.bm25.scores(query), 0.0)
-        return (1.0 - self.bm25_share) * dense + self.bm25_share * min_max(lexical)
+        return self.seeder.seed_scores(query, entry_scores[self._leaf_rows])
 
     def link(self, queries: Sequence[str], query_embeddings: np.ndarray) -> list[Seeds]:
         """Seeds of each query (entity weights and the facts used)."""
@@ -197,20 +190,25 @@ class PPRRetriever(SearchOne, Closing):
         """PageRank over all nodes ``(n_nodes, n_queries)`` (None when no query has seeds),
         the seeds, and the dense entry scores ``(n_queries, n_entries)``."""
         q = self.embedder.encode_queries(list(queries))
-        dense = q @ self.pool.embeddings.T
+        mass, seeds = self._walk(queries, q)
+        return mass, seeds, q @ self.pool.embeddings.T
+
+    def _walk(self, queries: Sequence[str], q: np.ndarray) -> tuple[np.ndarray | None, list[Seeds]]:
         seeds = self.link(queries, q)
-        resets = []
-        for query, row, s in zip(queries, dense, seeds):
-            if s.entities:
-                resets.append(reset_vector(self.graph, s, self.seed_scores(query, row), self.passage_weight))
-        mass = self.pagerank.run(np.stack(resets, axis=1)) if resets else None
-        return mass, seeds, dense
+        walked = [i for i, s in enumerate(seeds) if s.entities]
+        if not walked:
+            return None, seeds
+        leaf = self.seeder.leaf_dense(q[walked], self.pool.embeddings)
+        mass = self.pagerank.run_entries([reset_entries(self.graph, seeds[i], self.seeder.seed_scores(queries[i], row),
+                                                        self.passage_weight) for i, row in zip(walked, leaf)])
+        return mass, seeds
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         check_query(queries, batch=True)
         if not len(queries):
             return []
-        mass, seeds, dense = self.node_scores(queries)
+        q = self.embedder.encode_queries(list(queries))
+        mass, seeds = self._walk(queries, q)
         entry_mass = entry_scores(mass, self.entry_nodes) if mass is not None else np.zeros((len(self.ids), 0))
         results, column = [], 0
         for i, s in enumerate(seeds):
@@ -219,7 +217,7 @@ class PPRRetriever(SearchOne, Closing):
                 column += 1
             else:
                 self.fallbacks += 1
-                scores = dense[i]
+                scores = q[i] @ self.pool.embeddings.T
             order = top_k(scores, k)
             results.append([Hit(self.ids[j], float(scores[j])) for j in order])
         return results

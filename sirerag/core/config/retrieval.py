@@ -27,6 +27,8 @@ PassageSeeds = Literal["dense+bm25", "dense"]
 PoolMode = Literal["passages", "native"]
 #: ``bridge_residual_by`` choices: embed what is left of the question, or score by the query's own vector
 ResidualBy = Literal["rest", "question"]
+#: how PageRank is computed (docs/ppr.md)
+Walk = Literal["power", "push"]
 
 
 def setting(default: _T, doc: str) -> _T:
@@ -161,6 +163,10 @@ class PPRSettings:
     tol: float | None = setting(None, "PageRank: stop when the L1 change is below this (none: the graph's "
                                       "`graph.tol`)")
     max_iter: int | None = setting(None, "PageRank: iteration cap (none: the graph's `graph.max_iter`)")
+    walk: Walk = setting("push", "PageRank: `push` (local push from the reset, to `push_tol`: a query's work does "
+                                 "not grow with the graph) or `power` (power iteration over every node, to `tol`)")
+    push_tol: float = setting(1e-6, "`push`: a node is pushed while its residual exceeds this times the reset's "
+                                    "total times its number of edges")
     bridge: BridgeSettings = field(default_factory=BridgeSettings, metadata={"doc": "bridging settings"})
     pool: PoolRule = field(default_factory=lambda: PPR_POOL, metadata={"doc": "the pool rule"})
 
@@ -173,6 +179,7 @@ class PPRSettings:
         check(self.damping is None or 0.0 <= self.damping < 1.0, "damping", self.damping, "a number in [0, 1)")
         check(self.tol is None or self.tol > 0.0, "tol", self.tol, "a positive number")
         check(self.max_iter is None or self.max_iter >= 1, "max_iter", self.max_iter, "an integer >= 1")
+        check(0.0 < self.push_tol < 1.0, "push_tol", self.push_tol, "a number in (0, 1)")
         self.bridge.validate()
         self.pool.validate()
         return self

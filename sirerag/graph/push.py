@@ -1,0 +1,147 @@
+"""Personalized PageRank by local push from a sparse reset vector.
+
+Power iteration (:mod:`sirerag.graph.ppr`) multiplies the whole transition matrix about
+``log(tol) / log(damping)`` times per query, so a query's cost grows with the graph. The
+forward push of Andersen, Chung and Lang ("Local graph partitioning using PageRank vectors",
+FOCS 2006) instead keeps a residual per node: pushing node ``u`` moves its residual into its
+estimate and sends ``damping`` times it along ``u``'s edges. A node is pushed only while its
+residual exceeds ``tol`` times the reset's total times its number of edges, so the edges a query
+touches are at most ``1 / ((1 - damping) * tol)``, whatever the size of the graph.
+
+The estimate solves the same equation as :class:`~sirerag.graph.ppr.PersonalizedPageRank`:
+with dangling nodes sending their mass back to the reset, that fixed point is proportional to
+``(I - damping * T) ^ -1 @ reset`` (``T`` the transition matrix), so both return it normalised
+to sum 1. The residual left below the threshold is added to its own node's estimate (the first
+term of what it would have spread), so a node the push never reached keeps its share of the reset.
+
+The loop is compiled with numba (installed with umap-learn, which the clustering needs): it
+visits nodes one at a time in queue order, which vectorised numpy or scipy cannot express.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from sirerag.core.config.retrieval import Walk
+from sirerag.core.errors import check
+from sirerag.graph.ppr import PersonalizedPageRank
+
+logger = logging.getLogger(__name__)
+
+
+def _push(indptr: np.ndarray, indices: np.ndarray, step: np.ndarray, edges: np.ndarray, nodes: np.ndarray,
+          weights: np.ndarray, limit: float) -> tuple[np.ndarray, int]:
+    n = indptr.shape[0] - 1
+    estimate = np.zeros(n)
+    residual = np.zeros(n)
+    queued = np.zeros(n, dtype=np.bool_)
+    queue = np.empty(n, dtype=np.int64)  # a ring: a node is in it at most once
+    head = 0
+    size = 0
+    for i in range(nodes.shape[0]):
+        residual[nodes[i]] += weights[i]
+    for i in range(nodes.shape[0]):
+        u = nodes[i]
+        if not queued[u] and residual[u] > limit * edges[u]:
+            queued[u] = True
+            queue[(head + size) % n] = u
+            size += 1
+    touched = 0
+    while size > 0:
+        u = queue[head]
+        head = (head + 1) % n
+        size -= 1
+        queued[u] = False
+        mass = residual[u]
+        residual[u] = 0.0
+        estimate[u] += mass
+        touched += indptr[u + 1] - indptr[u]
+        for j in range(indptr[u], indptr[u + 1]):
+            v = indices[j]
+            residual[v] += mass * step[j]
+            if not queued[v] and residual[v] > limit * edges[v]:
+                queued[v] = True
+                queue[(head + size) % n] = v
+                size += 1
+    return estimate + residual, touched  # a residual left below the limit counts as its own node's mass
+
+
+@functools.cache
+def _compiled() -> Callable[..., Any]:  # Any: numba's dispatcher returns what _push returns
+    """:func:`_push` compiled by numba, once per process (and cached on disk by numba); numba is imported here,
+    so that importing this module (every PPR search does) costs nothing when the walk is power iteration."""
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(_push)
+
+
+class LocalPush:
+    """Personalized PageRank over one weighted graph, by forward push from a sparse reset.
+
+    Args:
+        adjacency: ``(n, n)`` non-negative edge weights, as for
+            :class:`~sirerag.graph.ppr.PersonalizedPageRank`.
+        damping: probability of following an edge rather than resetting.
+        tol: a node is pushed while its residual exceeds ``tol`` times the reset's total times its number
+            of edges (at least 1).
+    """
+
+    def __init__(self, adjacency: sp.spmatrix | np.ndarray, *, damping: float, tol: float) -> None:
+        check(0.0 <= float(damping) < 1.0, "damping", damping, "a number in [0, 1)")
+        check(0.0 < float(tol) < 1.0, "push_tol", tol, "a number in (0, 1)")
+        matrix = sp.csr_matrix(adjacency, dtype=np.float64)
+        if matrix.shape[0] != matrix.shape[1]:
+            raise ValueError(f"adjacency must be square, got shape {matrix.shape}")
+        if matrix.nnz and matrix.data.min() < 0:
+            raise ValueError("adjacency must have non-negative weights")
+        self.n = matrix.shape[0]
+        self.damping, self.tol = float(damping), float(tol)
+        strength = np.asarray(matrix.sum(axis=1)).ravel()
+        inverse = np.divide(1.0, strength, out=np.zeros_like(strength), where=strength > 0)
+        out = (sp.diags(inverse) @ matrix).tocsr()  # row u: the probabilities of u's edges
+        out.sort_indices()
+        self.indptr = out.indptr.astype(np.int64)
+        self.indices = out.indices.astype(np.int64)
+        self.step = out.data * self.damping
+        self.edges = np.maximum(np.diff(self.indptr), 1).astype(np.float64)
+        self.last_edges = 0  # edges the last query touched
+
+    def run(self, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """PageRank mass ``(n,)`` of every node for the reset ``weights`` on ``nodes`` (a node may repeat: its
+        weights add up), normalised to sum 1.
+
+        Raises:
+            ValueError: a node out of range, a negative or non-finite weight, or weights summing to zero.
+        """
+        nodes = np.asarray(nodes, dtype=np.int64)
+        weights = np.asarray(weights, dtype=np.float64)
+        if nodes.shape != weights.shape or nodes.ndim != 1:
+            raise ValueError(f"nodes and weights must be 1-d and of one length, got {nodes.shape} and "
+                             f"{weights.shape}")
+        if nodes.size and (nodes.min() < 0 or nodes.max() >= self.n):
+            raise ValueError(f"reset nodes must be in 0..{self.n - 1}")
+        if not np.isfinite(weights).all() or (weights < 0).any():
+            raise ValueError("reset weights must be finite and non-negative")
+        total = float(weights.sum())
+        if total <= 0:
+            raise ValueError("the reset needs a positive weight")
+        estimate, self.last_edges = _compiled()(self.indptr, self.indices, self.step, self.edges, nodes,
+                                          weights / total, self.tol)
+        return estimate / estimate.sum()
+
+    def run_entries(self, resets: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """:meth:`run` for each ``(nodes, weights)`` reset; returns ``(n, len(resets))``."""
+        return np.stack([self.run(nodes, weights) for nodes, weights in resets], axis=1)
+
+
+def make_walk(adjacency: sp.spmatrix, walk: Walk, *, damping: float, tol: float, max_iter: int,
+              push_tol: float) -> PersonalizedPageRank | LocalPush:
+    """The PageRank of ``walk``: ``power`` (:class:`~sirerag.graph.ppr.PersonalizedPageRank`, to ``tol`` within
+    ``max_iter`` iterations) or ``push`` (:class:`LocalPush`, to ``push_tol``)."""
+    if walk == "push":
+        return LocalPush(adjacency, damping=damping, tol=push_tol)
+    return PersonalizedPageRank(adjacency, damping=damping, tol=tol, max_iter=max_iter)
