@@ -41,6 +41,11 @@ GRID_RATIO = 1.15
 BRACKETS = 2
 
 
+#: the counters of :class:`ClusterStats` that add up over processes and calls
+COUNTERS = ("umap_fits", "gmm_fits", "seconds_umap", "seconds_gmm", "cpu_seconds_umap", "cpu_seconds_gmm",
+            "reclustered", "forced_splits", "sampled_steps")
+
+
 @dataclass
 class ClusterStats:
     """Counters filled in by :func:`sirerag.clustering.cluster` (for logs and benchmarks).
@@ -70,8 +75,7 @@ class ClusterStats:
 
     def merge(self, other: "ClusterStats") -> None:
         """Add the counters of ``other`` (a worker process's) to these; seconds add up over processes."""
-        for name in ("umap_fits", "gmm_fits", "seconds_umap", "seconds_gmm", "cpu_seconds_umap", "cpu_seconds_gmm",
-                     "reclustered", "forced_splits", "sampled_steps"):
+        for name in COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.searches.extend(other.searches)
         self.reduced.extend(other.reduced)

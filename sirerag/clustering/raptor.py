@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from sirerag.clustering.cache import cached
 from sirerag.clustering.gmm import ClusterStats, soft_cluster
 from sirerag.clustering.processes import ClusterProcesses, active_pool
 from sirerag.clustering.reduce import umap_reduce
@@ -52,7 +53,8 @@ def cluster(
 
     Inside a :func:`~sirerag.clustering.processes.clustering_processes` block, the local steps of 2. and the
     re-clustering of 3. run in worker processes for inputs of at least
-    :data:`~sirerag.clustering.processes.MIN_ROWS` rows; the clusters are the same as in one process.
+    :data:`~sirerag.clustering.processes.MIN_ROWS` rows; the clusters are the same as in one process. Inside a
+    :func:`~sirerag.clustering.cache.clustering_cache` block the clusters are read from, or stored in, its cache.
 
     Differences from RAPTOR: a row above the threshold in no component joins its most
     probable one (RAPTOR drops it); identical clusters are returned once; an input of
@@ -83,16 +85,20 @@ def cluster(
     check(bool(np.isfinite(matrix).all()), "embeddings", "non-finite values", "finite numbers")
     if len(matrix) == 0:
         return []
-    run = _Run(matrix, tokens, config, random_state, stats if stats is not None else ClusterStats())
-    clusters = run.bound_tokens(run.raptor_pass(np.arange(len(matrix))))
-    seen: set[bytes] = set()
-    unique = []
-    for c in clusters:
-        key = c.tobytes()
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    return unique
+
+    def compute(counters: ClusterStats) -> list[np.ndarray]:
+        run = _Run(matrix, tokens, config, random_state, counters)
+        clusters = run.bound_tokens(run.raptor_pass(np.arange(len(matrix))))
+        seen: set[bytes] = set()
+        unique = []
+        for c in clusters:
+            key = c.tobytes()
+            if key not in seen:
+                seen.add(key)
+                unique.append(c)
+        return unique
+
+    return cached(matrix, tokens, config, random_state, stats if stats is not None else ClusterStats(), compute)
 
 
 class _Run:

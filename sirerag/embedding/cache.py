@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from sirerag.core.io.sqlite import cache_errors
+from sirerag.core.io.sqlite import CacheFile, cache_errors
 from sirerag.core.memory import release_free_memory
 from sirerag.embedding.base import Embedder, normalize_in_place
 from sirerag.engine import Engine, LocalEngine, Worker, WorkerFactory, runs_here
@@ -48,7 +47,7 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class EmbeddingCache:
+class EmbeddingCache(CacheFile):
     """Float32 vectors in SQLite, keyed by ``(spec, side, sha256(text))``.
 
     Args:
@@ -56,14 +55,7 @@ class EmbeddingCache:
     """
 
     def __init__(self, directory: str | Path) -> None:
-        self.path = Path(directory) / CACHE_FILE
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
-        with cache_errors(self.path), self._lock, self._conn:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute(_SCHEMA)
+        super().__init__(directory, CACHE_FILE, _SCHEMA)
 
     def get(self, spec: str, side: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors found for ``keys`` (text sha256s); missing keys are absent."""
@@ -119,10 +111,6 @@ class EmbeddingCache:
             rows = self._conn.execute("SELECT spec, side, dim, COUNT(*) FROM embeddings "
                                       "GROUP BY spec, side, dim ORDER BY spec, side").fetchall()
         return [{"spec": s, "side": side, "dim": int(d), "entries": int(n)} for s, side, d, n in rows]
-
-    def close(self) -> None:
-        with cache_errors(self.path), self._lock:
-            self._conn.close()
 
 
 @dataclass

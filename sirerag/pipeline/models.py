@@ -78,6 +78,7 @@ class Models(contextlib.AbstractContextManager):
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> "Models":
+        from sirerag.clustering.cache import clustering_cache
         from sirerag.clustering.processes import clustering_processes
         from sirerag.clustering.sample import clustering_engine
 
@@ -85,6 +86,8 @@ class Models(contextlib.AbstractContextManager):
         # sample-and-assign's assignment blocks (the same clusters as without either)
         self._stack.enter_context(clustering_processes(self.config.clustering.processes))
         self._stack.enter_context(clustering_engine(self.engine))
+        # clusters computed once stay in the cache folder: a resumed build does not cluster again
+        self._stack.enter_context(clustering_cache(self._sub("clusters") if self.cache is not None else None))
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Iterator
 
@@ -95,3 +96,30 @@ def find_databases(path: str | Path) -> list[Path]:
     """The ``.sqlite`` files at ``path``: the file itself, or every one under a folder."""
     path = Path(path)
     return [path] if path.is_file() else sorted(p for p in path.rglob("*.sqlite") if p.is_file())
+
+
+def connect_cache(path: Path, schema: str) -> sqlite3.Connection:
+    """A connection to the cache file ``path`` (its folder created if missing) in WAL mode, shareable between
+    threads (callers hold their own lock), with ``schema`` (``CREATE TABLE IF NOT EXISTS ...``) applied."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=60.0, check_same_thread=False)
+    with cache_errors(path), conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(schema)
+    return conn
+
+
+class CacheFile:
+    """One SQLite cache file, ``directory / name``: its connection (:func:`connect_cache`, with ``schema``) and
+    the lock every use of it holds."""
+
+    def __init__(self, directory: str | Path, name: str, schema: str) -> None:
+        self.path = Path(directory) / name
+        self._lock = threading.Lock()
+        self._conn = connect_cache(self.path, schema)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with cache_errors(self.path), self._lock:
+            self._conn.close()
