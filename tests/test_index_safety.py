@@ -73,7 +73,7 @@ def test_a_rebuild_replaces_every_file_and_keeps_the_cache(tmp_path):
         make_index(stage, seed=2)
         assert load_index(out).pool.entries[0].passages == ("d1-0",)  # readers still see the old one
     assert sorted(p.name for p in out.iterdir()) == ["cache", "documents.jsonl", "embeddings.npy", "entries.jsonl",
-                                                     "manifest.json"]
+                                                     "entry_ids.npy", "entry_lines.npy", "manifest.json"]
     assert load_index(out).pool.entries[0].passages == ("d2-0",)
     assert (out / "cache" / "embeddings" / "x.sqlite").read_bytes() == b"cached"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".idx.lock", "idx"]  # no stage or old folder left
@@ -206,8 +206,9 @@ def test_cli_export_into_the_source_parent_deletes_nothing(tmp_path, capsys):
 def test_manifest_lists_every_file_with_size_sha256_and_rows(tmp_path):
     index = make_index(tmp_path / "idx")
     files = json.loads((index / "manifest.json").read_text())["files"]
-    assert sorted(files) == ["documents.jsonl", "embeddings.npy", "entries.jsonl"]
+    assert sorted(files) == ["documents.jsonl", "embeddings.npy", "entries.jsonl", "entry_ids.npy", "entry_lines.npy"]
     assert files["entries.jsonl"]["rows"] == 6 and files["embeddings.npy"]["shape"] == [6, 8]
+    assert files["entry_lines.npy"]["shape"] == [6, 3] and len(files["entries.jsonl"]["sample_sha256"]) == 64
     assert files["embeddings.npy"]["dtype"] == "float32"
     assert files["documents.jsonl"]["size"] == (index / "documents.jsonl").stat().st_size
     assert len(files["documents.jsonl"]["sha256"]) == 64
@@ -273,7 +274,7 @@ def test_damaged_lines_and_changed_documents(tmp_path, capsys):
 def test_verify_checks_entries_against_documents(tmp_path, capsys):
     index = make_index(tmp_path / "idx")
     assert main(["verify", str(index)]) == 0
-    assert "ok (3 files" in capsys.readouterr().out
+    assert "ok (5 files" in capsys.readouterr().out
     write_jsonl(index / "documents.jsonl", [{"id": "other", "title": "", "text": "x"}])
     write_manifest(index, embedder={"spec": "st:test", "dim": 8})  # consistent hashes, inconsistent records
     assert main(["verify", str(index)]) == 1
@@ -286,6 +287,8 @@ def test_an_old_format_index_says_rebuild(tmp_path):
     manifest["format_version"] = 1
     del manifest["files"], manifest["format"]
     (index / "manifest.json").write_text(json.dumps(manifest))
+    for name in ("entry_ids.npy", "entry_lines.npy"):  # written since; a format 1 index never held them
+        (index / name).unlink()
     with pytest.raises(IndexFormatError, match=r"format_version 1 is not supported.*older sirerag.*rebuild"):
         load_index(index)
     with staged_index(index) as stage:  # and a rebuild may replace it

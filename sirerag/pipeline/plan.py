@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 
 from sirerag.core.config import BuildConfig
 from sirerag.extraction.extractor import FAILURES, REWRITES
+from sirerag.pool.entry_table import IDS as ENTRY_IDS, LINES as ENTRY_LINES
 from sirerag.pool.store import CHUNKS, DOCUMENTS, EMBEDDINGS, ENTRIES, PROPOSITIONS
 from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS
 
@@ -93,7 +94,7 @@ class BuildPlan:
                                 gives=("relatedness_tree",), writes=(PROPOSITION_VECTORS,)))
         tree_outputs = tuple(f"{t}_tree" for t in ("similarity", "relatedness") if t in trees)
         stages.append(Stage("pool", needs=("chunks", "leaf_embeddings", *tree_outputs), gives=("pool",),
-                            writes=(ENTRIES, EMBEDDINGS, "component:pool")))
+                            writes=(ENTRIES, EMBEDDINGS, ENTRY_IDS, ENTRY_LINES, "component:pool")))
         stages.append(Stage("bm25", needs=("pool",), writes=("component:bm25",)))
         stages.append(Stage("ann", needs=("pool",), writes=("component:ann",)))
         if graph:

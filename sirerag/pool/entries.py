@@ -3,8 +3,9 @@
 A search reads every pool entry's id (to name its hits) and kind (the pool rule), and the passages of the
 leaves only when the rule lifts a passage; it reads the rest (the text, the children...) of the few entries it
 returns or inspects. :class:`LazyEntries` keeps ``entries.jsonl`` memory-mapped with the offset of each line,
-reads those columns with one scan of the bytes, and parses a line into a :class:`~sirerag.core.types.Node` on
-first access (kept). So loading a pool costs a scan of the file, not a parse of every entry.
+reads those columns from the build's entry table (:mod:`~sirerag.pool.entry_table`), or for an index written
+before it with one scan of the bytes, and parses a line into a :class:`~sirerag.core.types.Node` on first access
+(kept). So loading a pool costs reading the table, not a parse of every entry.
 
 The columns are read from the layout :func:`~sirerag.pool.store.save_pool` writes (``json.dumps`` of
 :meth:`Node.to_dict`: ``{"id": ..., "text": ..., "kind": ..., "tree": ...``). The key sequences matched, such
@@ -25,6 +26,7 @@ from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import damaged
 from sirerag.core.io.files import loads_index_json
 from sirerag.core.types import KINDS, TREES, Node
+from sirerag.pool.entry_table import EntryTable
 
 #: :meth:`LazyEntries.stream` hands back the pages it has read every this many bytes
 _RELEASE_BYTES = 1 << 22
@@ -51,16 +53,25 @@ class LazyEntries(Sequence[Node]):
         path: the file (named in errors).
         data: its bytes (:func:`map_file`).
         index: the index folder (for the advice in errors).
+        table: the build's entry table (:func:`~sirerag.pool.entry_table.read_entry_table`); None: scan the file.
 
     Raises:
         IndexFormatError: a line is not a pool entry (naming ``file:line``), at load for a line whose id or kind
             cannot be read, else when that entry is first used.
     """
 
-    def __init__(self, path: Path, data: bytes, index: Path | None = None) -> None:
+    ids: list[str]
+    kinds: list[str]
+
+    def __init__(self, path: Path, data: bytes, index: Path | None = None, table: EntryTable | None = None) -> None:
         self.path, self._data, self._index = path, data, index
-        self._starts, self._ends, self._lines = _lines(data)
         self._nodes: dict[int, Node] = {}
+        if table is not None:  # the build's table: nothing to scan
+            self._starts, self._ends = table.starts, table.ends
+            self._lines = np.arange(1, len(table.starts) + 1)
+            self.ids, self.kinds = table.ids, table.kinds
+            return
+        self._starts, self._ends, self._lines = _lines(data)
         n = len(self._starts)
         ids: list[str | None] = [None] * n
         kinds: list[str | None] = [None] * n
@@ -81,8 +92,8 @@ class LazyEntries(Sequence[Node]):
             if ids[row] is None or not kinds[row] or row in twice:
                 node = self[row]  # a line the scan cannot read: parse it now (and report it now if damaged)
                 ids[row], kinds[row] = node.id, node.kind
-        self.ids: list[str] = ids  # type: ignore[assignment]
-        self.kinds: list[str] = kinds  # type: ignore[assignment]
+        self.ids = ids  # type: ignore[assignment]
+        self.kinds = kinds  # type: ignore[assignment]
 
     def _rows(self, offsets: Sequence[int]) -> list[int]:
         """The row of the line holding each byte offset."""
@@ -159,9 +170,11 @@ class LazyEntries(Sequence[Node]):
             node = Node.from_dict(record)
         except (TypeError, ValueError, KeyError) as exc:
             raise IndexFormatError(damaged(where, f"not a pool entry ({exc})", self._index)) from exc
-        ids = getattr(self, "ids", None)
-        if ids is not None and node.id != ids[row]:  # the scan and the parse disagree: never trust either
+        ids, kinds = getattr(self, "ids", None), getattr(self, "kinds", None)
+        if ids is not None and node.id != ids[row]:  # the scan (or table) and the parse disagree: trust neither
             raise IndexFormatError(damaged(where, f"entry id {node.id!r} read as {ids[row]!r}", self._index))
+        if kinds is not None and node.kind != kinds[row]:
+            raise IndexFormatError(damaged(where, f"entry kind {node.kind!r} read as {kinds[row]!r}", self._index))
         return node
 
     def leaf_passages(self) -> dict[int, tuple[str, ...]]:

@@ -20,6 +20,7 @@ from sirerag.core.io.files import loads_index_json
 from sirerag.core.io.mapped import map_npy, npy_writer
 from sirerag.core.io.manifest import Component, Manifest, check_sample, refresh_files, rewrite_manifest, sha256_matches
 from sirerag.pool.entries import LazyEntries, map_file
+from sirerag.pool.entry_table import IDS as TABLE_IDS, LINES as TABLE_LINES, EntryTable, read_entry_table, save_entry_table
 from sirerag.trees.base import TreeResult
 from sirerag.core.types import Node, Pool
 
@@ -50,7 +51,7 @@ def write_flat_pool(directory: str | Path, trees: Sequence[TreeResult]) -> Pool:
     directory = Path(directory)
     kept = _kept_rows(trees)
     entries = tuple(tree.nodes[i] for tree, rows in zip(trees, kept) for i in rows)
-    write_jsonl(directory / ENTRIES, (e.to_dict() for e in entries))
+    write_entries(directory, entries)
     with npy_writer(directory / EMBEDDINGS, (len(entries), _dim(trees)), np.float32) as matrix:
         start = 0
         for tree, rows in zip(trees, kept):
@@ -60,7 +61,10 @@ def write_flat_pool(directory: str | Path, trees: Sequence[TreeResult]) -> Pool:
                 start += len(taken)
         del matrix
     del entries
-    return Pool(entries=LazyEntries(directory / ENTRIES, map_file(directory / ENTRIES), directory),
+    data = map_file(directory / ENTRIES)
+    table = read_entry_table(directory, (directory / TABLE_IDS).read_bytes(), (directory / TABLE_LINES).read_bytes(),
+                             len(data))
+    return Pool(entries=LazyEntries(directory / ENTRIES, data, directory, table),
                 embeddings=map_npy(directory / EMBEDDINGS, index=directory))
 
 
@@ -86,9 +90,15 @@ def _dim(trees: Sequence[TreeResult]) -> int:
     return int(trees[0].embeddings.shape[1]) if trees and trees[0].embeddings.ndim == 2 else 0
 
 
+def write_entries(directory: Path, entries: Sequence[Node]) -> None:
+    """``entries.jsonl`` and its entry table (:mod:`~sirerag.pool.entry_table`)."""
+    write_jsonl(directory / ENTRIES, (e.to_dict() for e in entries))
+    save_entry_table(directory, entries, map_file(directory / ENTRIES))
+
+
 def save_pool(directory: str | Path, pool: Pool) -> None:
     directory = Path(directory)
-    write_jsonl(directory / ENTRIES, (e.to_dict() for e in pool.entries))
+    write_entries(directory, pool.entries)
     save_npy(directory / EMBEDDINGS, np.asarray(pool.embeddings, dtype=np.float32))  # no copy of float32 rows
 
 
@@ -103,7 +113,11 @@ def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:
             or files that do not match each other or the manifest; the message names the file.
     """
     directory = Path(directory)
-    entries = LazyEntries(directory / ENTRIES, _mapped(directory, ENTRIES, manifest), directory)
+    table = _table(directory, manifest)
+    if table is None:  # an index written before the table (or a pool saved without a manifest): read it all
+        entries = LazyEntries(directory / ENTRIES, _mapped(directory, ENTRIES, manifest), directory)
+    else:
+        entries = LazyEntries(directory / ENTRIES, _sampled(directory, ENTRIES, manifest), directory, table)
     embeddings = load_npy(directory / EMBEDDINGS, mmap=True, index=directory)
     if manifest is not None:
         check_sample(directory, manifest, EMBEDDINGS)  # a same-size damaged file, at the cost of a few reads
@@ -115,6 +129,33 @@ def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:
         return Pool(entries=entries, embeddings=embeddings)
     except ValueError as exc:
         raise IndexFormatError(damaged(directory / ENTRIES, str(exc), directory)) from exc
+
+
+def _table(directory: Path, manifest: Manifest | None) -> EntryTable | None:
+    """The entry table the manifest lists with a sample checksum of ``entries.jsonl``, its files checked by
+    their sha256; None when the manifest predates it (or there is no manifest)."""
+    record = manifest.files.get(ENTRIES) if manifest is not None else None
+    if manifest is None or record is None or record.sample_sha256 is None or TABLE_IDS not in manifest.files:
+        return None
+    ids, lines = _mapped(directory, TABLE_IDS, manifest), _mapped(directory, TABLE_LINES, manifest)
+    return read_entry_table(directory, bytes(ids), bytes(lines), record.size)
+
+
+def _sampled(directory: Path, name: str, manifest: Manifest | None) -> bytes:
+    """The bytes of an index file, memory-mapped and checked by its size and sample checksum (not read whole)."""
+    path = directory / name
+    try:
+        data = map_file(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise IndexFormatError(damaged(path, "index file is missing", directory)) from None
+    record = manifest.files.get(name) if manifest is not None else None
+    if record is not None and len(data) != record.size:
+        raise IndexFormatError(damaged(path, f"{len(data)} bytes where the manifest records {record.size} "
+                                             "(damaged, or the index was rebuilt since it was loaded: load it again)",
+                                       directory))
+    if manifest is not None:
+        check_sample(directory, manifest, name)
+    return data
 
 
 def _mapped(directory: Path, name: str, manifest: Manifest | None = None) -> bytes:

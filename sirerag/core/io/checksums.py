@@ -21,6 +21,9 @@ SAMPLE_BLOCKS = 64
 SAMPLE_BLOCK = 4096
 #: Files other than ``.npy`` arrays that get a sample checksum (loaded memory-mapped, never read whole).
 SAMPLED_SUFFIXES = (".usearch",)
+#: Files that get a sample checksum besides their row count: the pool's entries, which a load maps and checks by
+#: the sample when the build wrote their entry table (sirerag/pool/entry_table.py).
+SAMPLED_NAMES = ("entries.jsonl",)
 
 
 def file_record(path: str | Path) -> dict[str, Any]:
@@ -36,6 +39,8 @@ def file_record(path: str | Path) -> dict[str, Any]:
     record: dict[str, Any] = {"size": size, "sha256": digest.hexdigest()}
     if path.suffix == ".jsonl":
         record["rows"] = lines
+        if path.name in SAMPLED_NAMES:
+            record["sample_sha256"] = sample_digest(path)
     elif path.suffix == ".npy":
         dtype, shape = npy_header(path)
         record.update(dtype=dtype, shape=list(shape), sample_sha256=sample_digest(path))
