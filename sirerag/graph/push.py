@@ -77,21 +77,26 @@ class LocalPush:
     def __init__(self, adjacency: sp.spmatrix | np.ndarray, *, damping: float, tol: float) -> None:
         check(0.0 <= float(damping) < 1.0, "damping", damping, "a number in [0, 1)")
         check(0.0 < float(tol) < 1.0, "push_tol", tol, "a number in (0, 1)")
-        matrix = sp.csr_matrix(adjacency, dtype=np.float64)
+        matrix: sp.csr_matrix = adjacency if isinstance(adjacency, sp.csr_matrix) else sp.csr_matrix(adjacency)
         if matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"adjacency must be square, got shape {matrix.shape}")
-        if matrix.nnz and matrix.data.min() < 0:
+        data = np.asarray(matrix.data, dtype=np.float64)
+        if data.size and data.min() < 0:
             raise ValueError("adjacency must have non-negative weights")
         self.n = matrix.shape[0]
         self.damping, self.tol = float(damping), float(tol)
-        strength = np.asarray(matrix.sum(axis=1)).ravel()
-        inverse = np.divide(1.0, strength, out=np.zeros_like(strength), where=strength > 0)
-        out = (sp.diags(inverse) @ matrix).tocsr()  # row u: the probabilities of u's edges
-        out.sort_indices()
-        self.indptr = out.indptr.astype(np.int64)
-        self.indices = out.indices.astype(np.int64)
-        self.step = out.data * self.damping
-        self.limit = self.tol * np.maximum(np.diff(self.indptr), 1).astype(np.float64)
+        # row u: the probabilities of u's edges, times the damping; the CSR arrays as loaded (memory-mapped), the
+        # weights divided by their row's sum with numpy (no sparse product, no sorted copy: a push needs neither)
+        self.indptr = np.asarray(matrix.indptr, dtype=np.int64)
+        self.indices = np.asarray(matrix.indices, dtype=np.int64)
+        counts = np.diff(self.indptr)
+        has_edges = counts > 0
+        strength = np.zeros(self.n)
+        if data.size:
+            strength[has_edges] = np.add.reduceat(data, self.indptr[:-1][has_edges])
+        inverse = np.divide(self.damping, strength, out=np.zeros(self.n), where=strength > 0)
+        self.step = data * np.repeat(inverse, counts)
+        self.limit = self.tol * np.maximum(counts, 1).astype(np.float64)
         self.last_edges = 0  # edges the last query touched
 
     def run(self, nodes: np.ndarray, weights: np.ndarray) -> np.ndarray:
