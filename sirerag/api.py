@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from sirerag import api_checks
 from sirerag.api_checks import build_config, progress
@@ -46,7 +46,7 @@ class Index:
     def __init__(self, loaded: LoadedIndex) -> None:
         self._loaded = loaded
         self._retrievers: dict[tuple[str | None, str], Retriever] = {}
-        self._documents: dict[str, Document] | None = None
+        self._documents: Mapping[str, Document] | None = None
         self._loading = threading.Lock()  # threads searching one Index load each retriever once
         self._positions: dict[str, tuple[int, int]] | None = None  # ask(order="document")
 
@@ -164,11 +164,8 @@ class Index:
         return [[self._result(hit) for hit in row] for row in hits]
 
     def _result(self, hit: Hit) -> SearchResult:
-        if self._documents is None:  # titles of the leaves' documents (an index may have been written without)
-            from sirerag.pool.store import DOCUMENTS
-
-            has = DOCUMENTS in self._loaded.manifest.files
-            self._documents = {d.id: d for d in self._loaded.documents()} if has else {}
+        if self._documents is None:  # titles of the leaves' documents, each read when first shown
+            self._documents = self._loaded.document_lookup()
         return make_result(hit, self._loaded.pool.get(hit.entry_id), self._documents, self._loaded.pool)
 
     # -- asking (**options: the retriever's, as search) ---------------------------------------------

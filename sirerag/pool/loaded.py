@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from sirerag.core.errors import IndexChangedError, IndexFormatError, InputError
 from sirerag.core.io import check_files, damaged, read_manifest
 from sirerag.core.io.manifest import Manifest, check_sample, commit_id, parse_manifest
 from sirerag.core.types import Chunk, Document, Proposition, Pool
-from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, load_pool, read_records
+from sirerag.pool.documents import DocumentLookup
+from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, load_pool, map_checked, read_records
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,6 +77,15 @@ class LoadedIndex:
 
     def documents(self) -> list[Document]:
         return self._read(DOCUMENTS, Document)
+
+    def document_lookup(self) -> Mapping[str, Document]:
+        """The documents by id, each read when first asked for (:class:`~sirerag.pool.documents.DocumentLookup`:
+        a search's titles without parsing ``documents.jsonl``); empty when the index holds none."""
+        if DOCUMENTS not in self.manifest.files:
+            return {}
+        with self.reading():
+            data = map_checked(self.path, DOCUMENTS, self.manifest)
+        return DocumentLookup(self.path / DOCUMENTS, data, self.documents, self.path)
 
     def chunks(self) -> list[Chunk]:
         return self._read(CHUNKS, Chunk)

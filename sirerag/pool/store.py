@@ -141,6 +141,15 @@ def _table(directory: Path, manifest: Manifest | None) -> EntryTable | None:
     return read_entry_table(directory, bytes(ids), bytes(lines), record.size)
 
 
+def map_checked(directory: Path, name: str, manifest: Manifest) -> bytes:
+    """The bytes of an index file, memory-mapped: checked by size and sample checksum when the manifest records
+    one for it, else by its sha256 (read whole)."""
+    record = manifest.files.get(name)
+    if record is not None and record.sample_sha256 is not None:
+        return _sampled(directory, name, manifest)
+    return _mapped(directory, name, manifest)
+
+
 def _sampled(directory: Path, name: str, manifest: Manifest | None) -> bytes:
     """The bytes of an index file, memory-mapped and checked by its size and sample checksum (not read whole)."""
     path = directory / name

@@ -22,8 +22,9 @@ SAMPLE_BLOCK = 4096
 #: Files other than ``.npy`` arrays that get a sample checksum (loaded memory-mapped, never read whole).
 SAMPLED_SUFFIXES = (".usearch",)
 #: Files that get a sample checksum besides their row count: the pool's entries, which a load maps and checks by
-#: the sample when the build wrote their entry table (sirerag/pool/entry_table.py).
-SAMPLED_NAMES = ("entries.jsonl",)
+#: the sample when the build wrote their entry table (sirerag/pool/entry_table.py), and the documents, which a
+#: search reads a line at a time for its titles (sirerag/pool/documents.py).
+SAMPLED_NAMES = ("entries.jsonl", "documents.jsonl")
 
 
 def file_record(path: str | Path) -> dict[str, Any]:
