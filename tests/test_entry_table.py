@@ -19,7 +19,7 @@ def _no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(data: bytes) -> None:
         raise AssertionError("entries.jsonl was scanned")
 
-    monkeypatch.setattr("sirerag.pool.entries._lines", refuse)
+    monkeypatch.setattr("sirerag.pool.entries.line_offsets", refuse)
 
 
 def test_a_load_reads_the_table_not_the_file(tmp_path, monkeypatch):

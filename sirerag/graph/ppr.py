@@ -98,7 +98,6 @@ class PersonalizedPageRank:
         p /= p.sum(axis=0)
         return p[:, 0] if one_d else p
 
-
     def run_entries(self, resets: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
         """:meth:`run` on resets given as ``(nodes, weights)`` (a node may repeat: its weights add up), one per
         query; returns ``(n, len(resets))``."""

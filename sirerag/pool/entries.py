@@ -26,7 +26,8 @@ from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import damaged
 from sirerag.core.io.files import loads_index_json
 from sirerag.core.types import KINDS, TREES, Node
-from sirerag.pool.entry_table import EntryTable
+
+from sirerag.pool.entry_table import EntryTable, line_offsets
 
 #: :meth:`LazyEntries.stream` hands back the pages it has read every this many bytes
 _RELEASE_BYTES = 1 << 22
@@ -71,7 +72,7 @@ class LazyEntries(Sequence[Node]):
             self._lines = np.arange(1, len(table.starts) + 1)
             self.ids, self.kinds = table.ids, table.kinds
             return
-        self._starts, self._ends, self._lines = _lines(data)
+        self._starts, self._ends, self._lines = line_offsets(data)
         n = len(self._starts)
         ids: list[str | None] = [None] * n
         kinds: list[str | None] = [None] * n
@@ -193,16 +194,3 @@ class LazyEntries(Sequence[Node]):
             if kind == "leaf" and row not in out:
                 out[row] = self[row].passages
         return out
-
-
-def _lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start and end offsets and 1-based numbers of the non-blank lines of ``data``."""
-    array = np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, np.uint8)
-    ends = np.flatnonzero(array == ord("\n"))
-    if len(data) and data[-1:] != b"\n":
-        ends = np.append(ends, len(data))
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if ends.size else np.zeros(0, np.int64)
-    keep = np.ones(ends.size, dtype=bool)
-    for i in np.flatnonzero((starts == ends) | (array[np.minimum(starts, max(len(array) - 1, 0))] != ord("{"))):
-        keep[i] = bool(data[int(starts[i]):int(ends[i])].strip())  # blank lines are skipped, as in other files
-    return starts[keep], ends[keep], np.arange(1, ends.size + 1)[keep]

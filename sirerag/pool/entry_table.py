@@ -36,17 +36,22 @@ class EntryTable:
         self.ids, self.kinds, self.starts, self.ends = ids, kinds, starts, ends
 
 
-def line_bounds(data: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end offsets of the lines of ``data`` (each ending with a newline, as the writer writes them)."""
+def line_offsets(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Start and end offsets and 1-based numbers of the non-blank lines of ``data``."""
     array = np.frombuffer(data, dtype=np.uint8) if len(data) else np.zeros(0, np.uint8)
-    ends = np.flatnonzero(array == ord("\n")).astype(np.int64)
+    ends = np.flatnonzero(array == ord("\n"))
+    if len(data) and data[-1:] != b"\n":
+        ends = np.append(ends, len(data))
     starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64) if ends.size else np.zeros(0, np.int64)
-    return starts, ends
+    keep = np.ones(ends.size, dtype=bool)
+    for i in np.flatnonzero((starts == ends) | (array[np.minimum(starts, max(len(array) - 1, 0))] != ord("{"))):
+        keep[i] = bool(data[int(starts[i]):int(ends[i])].strip())  # blank lines are skipped, as in other files
+    return starts[keep], ends[keep], np.arange(1, ends.size + 1)[keep]
 
 
-def save_entry_table(directory: Path, entries: Sequence[Node], data: bytes) -> None:
-    """Write the table of ``entries``, whose ``entries.jsonl`` holds ``data``, into ``directory``."""
-    starts, ends = line_bounds(data)
+def save_entry_table(directory: Path, entries: Sequence[Node], data: bytes) -> EntryTable:
+    """Write the table of ``entries``, whose ``entries.jsonl`` holds ``data``, into ``directory``; returns it."""
+    starts, ends, _ = line_offsets(data)
     if len(starts) != len(entries):
         raise ValueError(f"{len(entries)} entries but {len(starts)} lines in entries.jsonl")
     encoded = [entry.id.encode("utf-8") for entry in entries]
@@ -58,6 +63,7 @@ def save_entry_table(directory: Path, entries: Sequence[Node], data: bytes) -> N
     save_npy(directory / IDS, ids)
     save_npy(directory / LINES, np.stack([starts, ends, kinds], axis=1) if len(entries) else
              np.zeros((0, 3), np.int64))
+    return EntryTable([entry.id for entry in entries], [entry.kind for entry in entries], starts, ends)
 
 
 def _array(path: Path, raw: bytes, index: Path) -> np.ndarray:

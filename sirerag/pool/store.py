@@ -51,7 +51,7 @@ def write_flat_pool(directory: str | Path, trees: Sequence[TreeResult]) -> Pool:
     directory = Path(directory)
     kept = _kept_rows(trees)
     entries = tuple(tree.nodes[i] for tree, rows in zip(trees, kept) for i in rows)
-    write_entries(directory, entries)
+    table = write_entries(directory, entries)
     with npy_writer(directory / EMBEDDINGS, (len(entries), _dim(trees)), np.float32) as matrix:
         start = 0
         for tree, rows in zip(trees, kept):
@@ -61,10 +61,7 @@ def write_flat_pool(directory: str | Path, trees: Sequence[TreeResult]) -> Pool:
                 start += len(taken)
         del matrix
     del entries
-    data = map_file(directory / ENTRIES)
-    table = read_entry_table(directory, (directory / TABLE_IDS).read_bytes(), (directory / TABLE_LINES).read_bytes(),
-                             len(data))
-    return Pool(entries=LazyEntries(directory / ENTRIES, data, directory, table),
+    return Pool(entries=LazyEntries(directory / ENTRIES, map_file(directory / ENTRIES), directory, table),
                 embeddings=map_npy(directory / EMBEDDINGS, index=directory))
 
 
@@ -90,10 +87,10 @@ def _dim(trees: Sequence[TreeResult]) -> int:
     return int(trees[0].embeddings.shape[1]) if trees and trees[0].embeddings.ndim == 2 else 0
 
 
-def write_entries(directory: Path, entries: Sequence[Node]) -> None:
-    """``entries.jsonl`` and its entry table (:mod:`~sirerag.pool.entry_table`)."""
+def write_entries(directory: Path, entries: Sequence[Node]) -> EntryTable:
+    """``entries.jsonl`` and its entry table (:mod:`~sirerag.pool.entry_table`); returns the table."""
     write_jsonl(directory / ENTRIES, (e.to_dict() for e in entries))
-    save_entry_table(directory, entries, map_file(directory / ENTRIES))
+    return save_entry_table(directory, entries, map_file(directory / ENTRIES))
 
 
 def save_pool(directory: str | Path, pool: Pool) -> None:
@@ -113,11 +110,9 @@ def load_pool(directory: str | Path, manifest: Manifest | None = None) -> Pool:
             or files that do not match each other or the manifest; the message names the file.
     """
     directory = Path(directory)
-    table = _table(directory, manifest)
-    if table is None:  # an index written before the table (or a pool saved without a manifest): read it all
-        entries = LazyEntries(directory / ENTRIES, _mapped(directory, ENTRIES, manifest), directory)
-    else:
-        entries = LazyEntries(directory / ENTRIES, _sampled(directory, ENTRIES, manifest), directory, table)
+    table = _table(directory, manifest)  # None: an index written before the table (or no manifest): read it all
+    data = _mapped(directory, ENTRIES, manifest) if table is None else _sampled(directory, ENTRIES, manifest)
+    entries = LazyEntries(directory / ENTRIES, data, directory, table)
     embeddings = load_npy(directory / EMBEDDINGS, mmap=True, index=directory)
     if manifest is not None:
         check_sample(directory, manifest, EMBEDDINGS)  # a same-size damaged file, at the cost of a few reads

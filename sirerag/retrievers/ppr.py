@@ -108,7 +108,7 @@ class PPRRetriever(SearchOne, Closing):
         self.entry_nodes = entry_node_matrix(pool, graph, pairs)
         self.ids = list(pool.ids)
         rows, nodes = seeds if seeds is not None else seed_rows(pool, graph.passage_index)
-        self._leaf_rows, self._leaf_passages = rows, nodes - graph.n_entities
+        leaf_passages = nodes - graph.n_entities
         self.surface = None
         if linking == "ner" and settings.surface:
             from sirerag.graph.surface import SurfaceIndex
@@ -121,14 +121,14 @@ class PPRRetriever(SearchOne, Closing):
             bm25 = BM25Retriever([self.ids[i] for i in rows],
                                  None if seeds_lexical is not None else [pool.entries[i].text for i in rows],
                                  lexical=seeds_lexical)
-        self.seeder = PassageSeeder(rows, self._leaf_passages, len(graph.passages), bm25, settings.bm25_share)
+        self.seeder = PassageSeeder(rows, leaf_passages, len(graph.passages), bm25, settings.bm25_share)
         self.fallbacks = 0
         self.bridge = bridge if settings.bridge.hops > 0 and linking == "ner" else None
         self.residual = None  # the passages of seeds and bridges ranked by what is left of the question
         if self.bridge is not None and settings.bridge.residual > 0:
             from sirerag.graph.residual import residual_passages
 
-            self.residual = residual_passages(graph, pool, rows, self._leaf_passages, self.bridge, settings.bridge)
+            self.residual = residual_passages(graph, pool, rows, leaf_passages, self.bridge, settings.bridge)
 
     @property
     def bridge_settings(self) -> BridgeSettings:
@@ -138,11 +138,11 @@ class PPRRetriever(SearchOne, Closing):
     # -- linking ---------------------------------------------------------------------------------
     def passage_scores(self, entry_scores: np.ndarray) -> np.ndarray:
         """Dense score of every passage node: the best score of its leaf entries."""
-        return self.seeder.passage_scores(entry_scores[self._leaf_rows])
+        return self.seeder.passage_scores(entry_scores[self.seeder.rows])
 
     def seed_scores(self, query: str, entry_scores: np.ndarray) -> np.ndarray:
         """Passage seed scores: min-max dense, mixed with min-max BM25 (``bm25_share``)."""
-        return self.seeder.seed_scores(query, entry_scores[self._leaf_rows])
+        return self.seeder.seed_scores(query, entry_scores[self.seeder.rows])
 
     def link(self, queries: Sequence[str], query_embeddings: np.ndarray) -> list[Seeds]:
         """Seeds of each query (entity weights and the facts used)."""
