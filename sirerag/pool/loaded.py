@@ -111,7 +111,8 @@ def load_index(directory: str | Path, *, verify: bool = False) -> LoadedIndex:
     """Load an index directory written by ``sirerag build``.
 
     Always checks the format version, the size of every file the manifest lists, the
-    entries against their recorded sha256 and the embeddings' dtype and shape; with
+    entry table against its sha256 and ``entries.jsonl`` against its sample checksum (its sha256 for
+    an index written before the table), and the embeddings' dtype and shape; with
     ``verify`` also the sha256 of every file (what ``sirerag verify`` does, and more).
     An index swapped in by a rebuild while it is being read is read again.
 

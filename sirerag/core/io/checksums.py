@@ -19,16 +19,14 @@ _CHUNK = 1 << 20
 #: blocks read for the sample checksum of an array file (64 x 4 KiB: cheap next to loading it)
 SAMPLE_BLOCKS = 64
 SAMPLE_BLOCK = 4096
-#: Files other than ``.npy`` arrays that get a sample checksum (loaded memory-mapped, never read whole).
+#: Files other than ``.npy`` arrays and ``.jsonl`` records that get a sample checksum (loaded memory-mapped,
+#: never read whole). A ``.jsonl`` file gets one too, besides its row count: a reader that maps it and reads a
+#: few lines (the pool's entries through their table, the documents a search shows) checks the sample.
 SAMPLED_SUFFIXES = (".usearch",)
-#: Files that get a sample checksum besides their row count: the pool's entries, which a load maps and checks by
-#: the sample when the build wrote their entry table (sirerag/pool/entry_table.py), and the documents, which a
-#: search reads a line at a time for its titles (sirerag/pool/documents.py).
-SAMPLED_NAMES = ("entries.jsonl", "documents.jsonl")
 
 
 def file_record(path: str | Path) -> dict[str, Any]:
-    """Size, sha256 and (``.jsonl``) line count or (``.npy``) dtype and shape of one file; ``.npy`` and
+    """Size, sha256 and (``.jsonl``) line count or (``.npy``) dtype and shape of one file; ``.jsonl``, ``.npy`` and
     :data:`SAMPLED_SUFFIXES` files also get a sample checksum."""
     path = Path(path)
     digest, size, lines = hashlib.sha256(), 0, 0
@@ -39,9 +37,7 @@ def file_record(path: str | Path) -> dict[str, Any]:
             lines += block.count(b"\n")
     record: dict[str, Any] = {"size": size, "sha256": digest.hexdigest()}
     if path.suffix == ".jsonl":
-        record["rows"] = lines
-        if path.name in SAMPLED_NAMES:
-            record["sample_sha256"] = sample_digest(path)
+        record.update(rows=lines, sample_sha256=sample_digest(path))
     elif path.suffix == ".npy":
         dtype, shape = npy_header(path)
         record.update(dtype=dtype, shape=list(shape), sample_sha256=sample_digest(path))
