@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from sirerag.core.errors import ConfigError
-from sirerag.graph.bridging import BridgeSettings, PropositionBridge, load_bridge
+from sirerag.graph.bridge_load import load_bridge
+from sirerag.graph.bridging import BridgeSettings, PropositionBridge
 from sirerag.graph.build import GraphFact
 from sirerag.graph.linking import Seeds
 

@@ -246,7 +246,7 @@ def load(index: LoadedIndex, *, embedder: Embedder | None = None, tagger: Callab
         ConfigError: an unknown option, or a value of the wrong type or range (before anything is read).
         IndexFormatError: the index has no entity graph.
     """
-    from sirerag.graph.bridging import load_bridge
+    from sirerag.graph.bridge_load import load_bridge
     from sirerag.graph.store import GRAPH_DIR, load_graph
     from sirerag.pool.current import check_current
     from sirerag.retrievers.ppr_aids import load_aids
