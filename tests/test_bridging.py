@@ -116,7 +116,8 @@ def test_fact_vectors_come_from_stored_rows_then_embedding():
 
     out = vectors_for(FACTS, rows, Embedder())  # what load_bridge gives facts: stored rows, then embedding
     assert np.allclose(out, VECTORS) and asked == [FACTS[1].text, FACTS[3].text]
-    graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5), titled=lambda weight: [],
+    graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5),
+                            title_edges=lambda weight: (np.zeros(0, np.int64), np.zeros(0, np.int64)),
                             passage_index={}, adjacency=None, entity_embeddings=np.zeros((0, 3), np.float32))
     stored = load_bridge(None, graph, Embedder(), title_weight=0.0, synonym_threshold=0.8)  # fact embeddings stored with the graph: no index read
     assert np.allclose(stored.vectors, VECTORS) and len(asked) == 2
@@ -261,8 +262,32 @@ def test_a_saved_graphs_fact_table_bridges_as_its_facts_do(tmp_path):
     plain = PropositionBridge(facts, vectors, np.array([2, 1, 1, 1, 2]), titles=titles)
     served = PropositionBridge(table, vectors, np.array([2, 1, 1, 1, 2]), titles=titles)
     assert (plain.entity_facts != served.entity_facts).nnz == 0 and plain.entity_facts.max() == 1
-    assert (plain.title_facts != served.title_facts).nnz == 0 and plain.title_facts.nnz == 2
+    assert plain.title_facts is not None and served.title_facts is not None
+    pairs = [tuple(a.tolist()) for a in plain.title_facts.pairs()]
+    assert pairs == [tuple(a.tolist()) for a in served.title_facts.pairs()] and len(pairs[0]) == 2
     for settings in (BridgeSettings(hops=2, top=2), BridgeSettings(hops=3, top=1, titles=False)):
         assert served.bridges(QUERY, [0], settings) == plain.bridges(QUERY, [0], settings) != []
     assert isinstance(EntityGraph(entities=("a",) * 5, passages=passages, adjacency=plain.entity_facts[:0, :0],
                                   entity_passages=np.ones(5), facts=table).facts, FactTable)
+
+
+def test_a_fact_table_reads_its_lines_at_the_stored_offsets(tmp_path, monkeypatch):
+    from sirerag.core.errors import IndexFormatError
+    from sirerag.core.io import save_npy
+    from sirerag.graph.facts import FACT_LINES, FactTable, save_fact_arrays
+
+    passages = ("p0", "p1", "p2")
+    facts_file = tmp_path / "facts.jsonl"
+    facts_file.write_text("".join(f'{{"id": "{f.id}", "text": "{f.text}", "passage": "{f.passage}", '
+                                  f'"entities": {list(f.entities)}}}\n' for f in FACTS), encoding="utf-8")
+    save_fact_arrays(tmp_path, FACTS, {p: 5 + i for i, p in enumerate(passages)}, facts_file)
+    lines = np.load(tmp_path / FACT_LINES)
+    raw = facts_file.read_bytes()
+    assert lines.shape == (len(FACTS), 2) and raw[lines[1, 0]:lines[1, 1]].startswith(b'{"id": "f1"')
+    table = FactTable.open(tmp_path, facts_file, passages, 5)
+    monkeypatch.setattr(np, "flatnonzero", lambda *_: (_ for _ in ()).throw(AssertionError("scanned")))
+    assert table[3] == FACTS[3] and list(table) == FACTS  # no scan of the file for its lines
+    monkeypatch.undo()
+    save_npy(tmp_path / FACT_LINES, lines[::-1].copy())  # offsets out of order
+    with pytest.raises(IndexFormatError, match=r"fact_lines\.npy: does not give the lines of 4 facts in facts\.jsonl"):
+        FactTable.open(tmp_path, facts_file, passages, 5)

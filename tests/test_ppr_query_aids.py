@@ -174,3 +174,28 @@ def test_graph_files_read_in_one_parse_as_line_by_line_and_a_damaged_line_is_nam
     (folder / "nodes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(IndexFormatError, match=r"nodes\.jsonl:3: invalid JSON"):
         load_graph(folder)
+
+
+def test_the_seed_index_is_matched_by_the_entries_file_s_sha256_without_hashing_the_ids(graph_index, monkeypatch):
+    import sirerag.graph.query_aids as query_aids
+    from sirerag.graph.query_aids import load_pool_nodes, load_seeds_bm25
+    from sirerag.graph.store import load_graph
+
+    index = load_index(graph_index)
+    graph, meta = load_graph(graph_index / "graph", facts=False)
+    sha = index.manifest.files["entries.jsonl"].sha256
+    _, (rows, _) = load_pool_nodes(graph_index / "graph", meta.query_aids, entries=len(index.pool),
+                                   entries_sha256=sha, nodes=graph.n_nodes)
+    record = meta.query_aids["seeds_bm25"]
+    assert record["entries_sha256"] == sha and record["entries"] == len(index.pool)
+    hashed = []
+    real = query_aids.rows_key
+    monkeypatch.setattr(query_aids, "rows_key", lambda pool, r: hashed.append(len(r)) or real(pool, r))
+    assert load_seeds_bm25(graph_index / "graph", meta.query_aids, index.pool, rows, entries_sha256=sha) is not None
+    assert hashed == []  # the file's checksum said it: no id hashed
+    # another file: the ids at the rows decide, and they are this pool's
+    assert load_seeds_bm25(graph_index / "graph", meta.query_aids, index.pool, rows, entries_sha256="0" * 64)
+    assert hashed == [len(rows)]
+    moved = {**meta.query_aids, "seeds_bm25": {**record, "rows": "0" * 64}}  # and ids that are not these rows'
+    assert load_seeds_bm25(graph_index / "graph", moved, index.pool, rows, entries_sha256="0" * 64) is None
+    assert load_seeds_bm25(graph_index / "graph", meta.query_aids, index.pool, rows[:-1], entries_sha256=sha) is None

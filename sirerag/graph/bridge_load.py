@@ -20,7 +20,7 @@ def load_bridge(index: LoadedIndex, graph: EntityGraph, embedder: Embedder, aids
                 title_weight: float, synonym_threshold: float) -> PropositionBridge:
     """Bridging over the graph's facts of a loaded index (with facts), with its stored proposition vectors
     where it has them; facts without a stored vector are embedded now (with a warning). ``title_weight``: the
-    graph's (its ``settings``), from which its title edges are read (:meth:`EntityGraph.titled`).
+    graph's (its ``settings``), from which its title edges are read (:meth:`EntityGraph.title_edges`).
 
     ``aids`` is the graph's ``query_aids`` record: with its fact rows (:func:`~sirerag.graph.query_aids.load_fact_rows`)
     the vectors are taken from the memory-mapped ``propositions.npy`` without reading the propositions."""
@@ -29,8 +29,7 @@ def load_bridge(index: LoadedIndex, graph: EntityGraph, embedder: Embedder, aids
     from sirerag.pool.store import PROPOSITIONS
     from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, load_proposition_vectors, vectors_for
 
-    titles = graph.titled(title_weight)
-    nodes = {"titles": titles, "passage_index": graph.passage_index, "adjacency": graph.adjacency,
+    nodes = {"title_nodes": graph.title_edges(title_weight), "passage_index": graph.passage_index, "adjacency": graph.adjacency,
              "entity_vectors": graph.entity_embeddings, "synonym_threshold": synonym_threshold}
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
         return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, **nodes)

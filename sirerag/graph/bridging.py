@@ -36,7 +36,8 @@ from sirerag.core.config import GraphConfig
 from sirerag.core.config.retrieval import BridgeSettings
 from sirerag.graph.build import GraphFact
 from sirerag.graph.chain import Chain, Rest
-from sirerag.graph.facts import FactTable, fact_arrays, title_facts
+from sirerag.graph.facts import FactTable, fact_arrays
+from sirerag.graph.titles import TitleFacts, TitleMap
 from sirerag.graph.linking import Bridge, Seeds
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ class PropositionBridge:
         rows: ``(len(facts),)`` the row of ``vectors`` of each fact (None: row ``i`` is ``facts[i]``'s).
         titles: ``(entity node, passage id)`` title edges (:meth:`EntityGraph.titled`): a title node also
             bridges through the facts of the passages it titles.
+        title_nodes: the same edges as two arrays, ``(entity nodes, passage nodes)``
+            (:meth:`EntityGraph.title_edges`), instead of ``titles``; needs ``passage_index`` or a saved
+            graph's facts, which give the passages' nodes.
         passage_index: passage id -> node (:attr:`EntityGraph.passage_index`): with it, a bridged entity's
             titled passages get reset weight of their own (``title_passages``; none without it).
         adjacency, entity_vectors, synonym_threshold: the graph's adjacency and entity embeddings and its
@@ -63,6 +67,7 @@ class PropositionBridge:
 
     def __init__(self, facts: Sequence[GraphFact], vectors: np.ndarray, entity_passages: np.ndarray,
                  rows: np.ndarray | None = None, titles: Sequence[tuple[int, str]] = (),
+                 title_nodes: tuple[np.ndarray, np.ndarray] | None = None,
                  passage_index: Mapping[str, int] | None = None, adjacency: sp.csr_matrix | None = None,
                  entity_vectors: np.ndarray | None = None,
                  synonym_threshold: float = GraphConfig.synonym_threshold) -> None:
@@ -77,25 +82,41 @@ class PropositionBridge:
         self.vectors = vectors if rows is not None else np.asarray(vectors, dtype=np.float32)
         self.passages = np.asarray(entity_passages, dtype=np.float64)
         n_entities = len(self.passages)
+        # a passage's key: its node when the nodes are known (a saved graph's facts, or ``passage_index``)
+        ad_hoc: dict[str, int] = {}
         if isinstance(facts, FactTable):  # a saved graph's facts: their arrays, no fact parsed
             self._named_indptr, self._named = facts.indptr, facts.nodes
-            fact_passage, passage_key = facts.passage_nodes, facts.passage_nodes_by_id
+            fact_passage = facts.passage_nodes
         else:
-            passage_key = {}
             self._named_indptr, self._named, _ = fact_arrays(facts, {})
-            fact_passage = np.fromiter((passage_key.setdefault(f.passage, len(passage_key)) for f in facts),
-                                       np.int64, count=len(facts))
-        naming = np.repeat(np.arange(len(facts), dtype=np.int64), np.diff(self._named_indptr))
-        self.entity_facts = sp.csr_matrix((np.ones(len(self._named), np.float32), (self._named, naming)),
-                                          shape=(n_entities, len(facts)))
-        self.title_facts, self._fact_titles = title_facts(fact_passage, passage_key, titles, self.entity_facts)
+            fact_passage = np.fromiter((ad_hoc.setdefault(f.passage, len(ad_hoc)) if passage_index is None
+                                        else passage_index.get(f.passage, -1) for f in facts), np.int64,
+                                       count=len(facts))
+        by_node = isinstance(facts, FactTable) or passage_index is not None
+        named = sp.csr_matrix((np.ones(len(self._named), np.float32), self._named, self._named_indptr),
+                              shape=(len(facts), n_entities))  # fact x entity, as stored
+        self.entity_facts = named.T.tocsr()
+        if title_nodes is not None:
+            if not by_node:
+                raise ValueError("title edges given by passage node need passage_index or a saved graph's facts")
+            title_entity, title_passage = (np.asarray(a, dtype=np.int64) for a in title_nodes)
+        else:
+            passage_key: Mapping[str, int] = ad_hoc
+            if passage_index is not None:
+                passage_key = passage_index
+            elif isinstance(facts, FactTable):
+                passage_key = facts.passage_nodes_by_id
+            title_entity = np.fromiter((int(e) for e, _ in titles), np.int64, count=len(titles))
+            title_passage = np.fromiter((passage_key.get(p, -1) for _, p in titles), np.int64, count=len(titles))
+        # None when no title node reaches a fact
+        self.title_facts = TitleFacts(fact_passage, title_entity, title_passage, self._named_indptr, self._named) \
+            if title_entity.size and len(facts) else None
         self._passage_index: Mapping[str, int] = passage_index or {}
-        self.titled: dict[int, list[int]] = {}  # entity node -> the passage nodes it titles
-        for entity, passage in titles if passage_index is not None else ():
-            if passage_index is not None and passage in passage_index:
-                self.titled.setdefault(int(entity), []).append(passage_index[passage])
-        self._titles = np.zeros(n_entities, dtype=bool)  # the entity nodes that title a passage
-        self._titles[list(self.titled)] = True
+        # entity node -> the passage nodes it titles (none without ``passage_index``)
+        known = (title_passage >= 0) & (passage_index is not None)
+        titled = TitleMap(title_entity[known], title_passage[known])
+        self.titled: Mapping[int, list[int]] = titled
+        self._titles = titled.mask(n_entities)  # the entity nodes that title a passage
         usable = adjacency is not None and entity_vectors is not None and len(entity_vectors) == n_entities
         self._adjacency, self._entity_vectors = (adjacency, entity_vectors) if usable else (None, None)
         self.synonym_threshold = float(synonym_threshold)
@@ -158,7 +179,7 @@ class PropositionBridge:
             rows = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
             candidates = self.entity_facts[rows].indices
             if self.title_facts is not None and settings.titles:
-                candidates = np.concatenate([candidates, self.title_facts[rows].indices])
+                candidates = np.concatenate([candidates, self.title_facts.facts_of(rows)])
             candidates = np.unique(candidates)
             # only propositions that lead somewhere new compete for the ``top`` places
             candidates = candidates[[any(int(e) not in visited for e in self._named[self._named_indptr[c]:
@@ -175,10 +196,7 @@ class PropositionBridge:
 
     def title_nodes(self, fact: int) -> tuple[int, ...]:
         """The title nodes through which ``fact`` is reached that it does not name itself (its passage's titles)."""
-        if self._fact_titles is None:
-            return ()
-        start, stop = self._fact_titles.indptr[fact], self._fact_titles.indptr[fact + 1]
-        return tuple(int(e) for e in self._fact_titles.indices[start:stop])
+        return () if self.title_facts is None else self.title_facts.titles_of(fact)
 
     def add_to(self, seeds: Seeds, query_vector: np.ndarray, settings: BridgeSettings,
                chain: Chain | None = None) -> None:

@@ -33,6 +33,7 @@ from sirerag.core.errors import check
 from sirerag.embedding.base import Embedder
 from sirerag.extraction.normalize import entity_key
 from sirerag.graph.edges import Edges, GraphFact, linked_titles, structural_edges, title_edges
+from sirerag.graph.titles import title_edge_arrays
 from sirerag.graph.synonyms import MIN_SYNONYM_CHARS, alnum_count, synonym_edges
 from sirerag.core.types import Proposition
 
@@ -88,16 +89,18 @@ class EntityGraph:
         offset = len(self.entities)
         return {pid: offset + i for i, pid in enumerate(self.passages)}
 
+    def title_edges(self, title_weight: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(entity nodes, passage nodes)`` of every title edge of a graph built with ``title_weight``
+        (:func:`~sirerag.graph.titles.title_edge_arrays`), as two arrays."""
+        return title_edge_arrays(self.adjacency, len(self.entities), title_weight)
+
     def titled(self, title_weight: float) -> list[tuple[int, str]]:
         """``(entity node, passage id)`` of every title edge of a graph built with ``title_weight``: an
         entity-passage edge weighs 1 for a mention, ``title_weight`` for a title and their sum for both, so
         with ``title_weight`` > 1 the edges of at least that weight are the titles (none otherwise)."""
-        if title_weight <= 1.0 or not self.passages:
-            return []
+        entities, passages = self.title_edges(title_weight)
         n_e = len(self.entities)
-        upper = self.adjacency[:n_e].tocoo()
-        keep = (upper.col >= n_e) & (upper.data >= title_weight - 1e-9)
-        return [(int(e), self.passages[int(c) - n_e]) for e, c in zip(upper.row[keep], upper.col[keep])]
+        return [(e, self.passages[p - n_e]) for e, p in zip(entities.tolist(), passages.tolist())]
 
 
 #: ``(embedder, names, eligible) -> (one row per name, the rows of the eligible names)``: how the entity names

@@ -30,10 +30,16 @@ def entry_node_matrix(pool: Pool, graph: EntityGraph, pairs: np.ndarray | None =
     search loads them)."""
     if pairs is None:
         pairs = entry_node_pairs(pool, graph.passage_index)
-    row, col = pairs
-    covered = np.bincount(row, minlength=len(pool)).astype(np.float64)
-    return sp.csr_matrix((1.0 / covered[row] if row.size else np.zeros(0), (row, col)),
-                         shape=(len(pool), graph.n_nodes))
+    row, col = (np.asarray(a, dtype=np.int64) for a in pairs)
+    counts = np.bincount(row, minlength=len(pool))
+    data = 1.0 / counts[row].astype(np.float64) if row.size else np.zeros(0)
+    shape = (len(pool), graph.n_nodes)
+    if row.size and bool(np.all((row[1:] > row[:-1]) | ((row[1:] == row[:-1]) & (col[1:] > col[:-1])))):
+        # sorted and each pair once, as stored: the CSR arrays as they are, without a conversion
+        indptr = np.zeros(len(pool) + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return sp.csr_matrix((data, col, indptr), shape=shape)
+    return sp.csr_matrix((data, (row, col)), shape=shape)
 
 
 def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix) -> np.ndarray:

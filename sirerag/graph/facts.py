@@ -9,7 +9,11 @@ search, so the graph also stores, beside that file (nothing pickled)::
     graph/fact_entity_nodes.npy    its entity nodes, each once, in the order the fact names them
     graph/fact_passage_nodes.npy   (facts,) int64: the passage node of each fact (-1: not a graph passage)
 
-and :class:`FactTable` serves the facts from them; a graph saved without them is read whole, as before.
+    graph/fact_lines.npy           (facts, 2) int64: the byte offsets of each fact's line in facts.jsonl (start, end)
+
+and :class:`FactTable` serves the facts from them, with ``facts.jsonl`` memory-mapped; a graph saved without the
+first three is read whole, as before, and one saved without the line offsets finds its lines by a scan of the
+file when a fact is first asked for.
 """
 from __future__ import annotations
 
@@ -18,14 +22,15 @@ from pathlib import Path
 from typing import Iterator, Sequence, overload
 
 import numpy as np
-import scipy.sparse as sp
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io import load_npy, save_npy
 from sirerag.core.io.files import loads_index_json
 from sirerag.graph.build import GraphFact
+from sirerag.pool.entries import map_file
 
 FACT_ARRAYS = ("fact_entity_indptr.npy", "fact_entity_nodes.npy", "fact_passage_nodes.npy")
+FACT_LINES = "fact_lines.npy"
 
 
 def fact_arrays(facts: Sequence[GraphFact], passage_index: dict[str, int]) -> tuple[np.ndarray, ...]:
@@ -38,19 +43,31 @@ def fact_arrays(facts: Sequence[GraphFact], passage_index: dict[str, int]) -> tu
     return indptr, nodes, passages
 
 
-def save_fact_arrays(directory: Path, facts: Sequence[GraphFact], passage_index: dict[str, int]) -> None:
+def save_fact_arrays(directory: Path, facts: Sequence[GraphFact], passage_index: dict[str, int],
+                     facts_file: Path | None = None) -> None:
+    """Write the fact arrays into ``directory``; with ``facts_file`` (the ``facts.jsonl`` just written, one fact
+    a line) also the byte offsets of its lines."""
     for name, array in zip(FACT_ARRAYS, fact_arrays(facts, passage_index)):
         save_npy(directory / name, array)
+    if facts_file is not None:
+        from sirerag.pool.entry_table import line_offsets
+
+        starts, ends, _ = line_offsets(facts_file.read_bytes())
+        if len(starts) != len(facts):
+            raise ValueError(f"{facts_file}: {len(starts)} lines for {len(facts)} facts")
+        save_npy(directory / FACT_LINES, np.stack([starts, ends], axis=1) if len(starts) else
+                 np.zeros((0, 2), np.int64))
 
 
 class FactTable(Sequence[GraphFact]):
     """The facts of a saved graph: entities and passages from the stored arrays, the rest parsed from the bytes
-    of ``facts.jsonl`` (read when the table is opened) when a fact is asked for."""
+    of ``facts.jsonl`` (mapped when the table is opened) when a fact is asked for. ``lines``: the stored offsets
+    of its lines (None: found by a scan of the file when a fact is first asked for)."""
 
     def __init__(self, path: Path, raw: bytes, indptr: np.ndarray, nodes: np.ndarray, passage_nodes: np.ndarray,
-                 passages: Sequence[str], n_entities: int) -> None:
+                 passages: Sequence[str], n_entities: int, lines: np.ndarray | None = None) -> None:
         self.path, self._raw, self.indptr, self.nodes, self.passage_nodes = path, raw, indptr, nodes, passage_nodes
-        self._passages, self._n_entities = passages, n_entities
+        self._passages, self._n_entities, self._stored_lines = passages, n_entities, lines
 
     @classmethod
     def open(cls, directory: Path, facts_file: Path, passages: Sequence[str], n_entities: int) -> "FactTable | None":
@@ -68,8 +85,18 @@ class FactTable(Sequence[GraphFact]):
                            or passage_nodes.max() >= n_entities + len(passages))):
             raise IndexFormatError(f"{directory}: the fact arrays ({', '.join(FACT_ARRAYS)}) do not describe "
                                    f"{n} facts over {n_entities} entities and {len(passages)} passages")
-        # the file's bytes now, not at the first fact asked for: the facts of the commit being read
-        return cls(facts_file, facts_file.read_bytes(), indptr, nodes, passage_nodes, passages, n_entities)
+        # the file mapped now, not at the first fact asked for: the facts of the commit being read (an index's
+        # files are replaced by a rename, never rewritten in place)
+        raw = map_file(facts_file)
+        lines = None
+        if (directory / FACT_LINES).is_file():
+            lines = np.asarray(load_npy(directory / FACT_LINES))
+            if lines.dtype != np.int64 or lines.shape != (n, 2) or (n and (
+                    int(lines[0, 0]) < 0 or int(lines[-1, 1]) > len(raw) or np.any(lines[:, 1] < lines[:, 0])
+                    or np.any(lines[1:, 0] <= lines[:-1, 1]))):
+                raise IndexFormatError(f"{directory / FACT_LINES}: does not give the lines of {n} facts in "
+                                       f"{facts_file.name} ({len(raw)} bytes)")
+        return cls(facts_file, raw, indptr, nodes, passage_nodes, passages, n_entities, lines)
 
     def __len__(self) -> int:
         return len(self.passage_nodes)
@@ -82,6 +109,8 @@ class FactTable(Sequence[GraphFact]):
     @cached_property
     def _lines(self) -> tuple[bytes, np.ndarray]:
         raw = self._raw
+        if self._stored_lines is not None:
+            return raw, self._stored_lines
         ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == ord("\n"))
         starts, stops = np.concatenate([[0], ends + 1]), np.append(ends, len(raw))
         keep = stops > starts  # the file ends with a newline: its last "line" is empty
@@ -118,31 +147,3 @@ class FactTable(Sequence[GraphFact]):
 
     def __repr__(self) -> str:
         return f"FactTable({len(self)} facts, {str(self.path)!r})"
-
-
-def title_facts(fact_passage: np.ndarray, passage_key: dict[str, int], titles: Sequence[tuple[int, str]],
-                 entity_facts: sp.csr_matrix) -> tuple[sp.csr_matrix | None, sp.csr_matrix | None]:
-    """``(title node x fact, fact x title node)`` incidence of the facts of the passages each title node titles,
-    without the facts that name their title already; ``(None, None)`` when there are none. ``fact_passage``: a
-    key of each fact's passage; ``passage_key``: passage id -> that key."""
-    if not len(titles) or not len(fact_passage):
-        return None, None
-    keys, fact_position = np.unique(fact_passage, return_inverse=True)  # the facts' passages, 0 .. len(keys) - 1
-    title_entity = np.fromiter((int(e) for e, _ in titles), np.int64, count=len(titles))
-    title_key = np.fromiter((passage_key.get(p, -1) for _, p in titles), np.int64, count=len(titles))
-    title_passage = np.minimum(np.searchsorted(keys, title_key), len(keys) - 1)
-    keep = (keys[title_passage] == title_key) & (title_key >= 0)  # titles of passages that have facts
-    # passage -> its facts (CSR over passage positions), then every (title node, fact of its passage)
-    order = np.argsort(fact_position, kind="stable")
-    bounds = np.searchsorted(fact_position[order], np.arange(len(keys) + 1))
-    starts, stops = bounds[title_passage[keep]], bounds[title_passage[keep] + 1]
-    entity = np.repeat(title_entity[keep], stops - starts)
-    fact = order[np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)] or [np.zeros(0, np.int64)])]
-    pairs = sp.csr_matrix((np.ones(entity.size, np.float32), (entity, fact)), shape=entity_facts.shape)
-    pairs.sum_duplicates()
-    pairs = pairs - pairs.multiply(entity_facts > 0)  # a fact that names its title already needs no title edge
-    pairs.eliminate_zeros()
-    if not pairs.nnz:
-        return None, None
-    pairs.data[:] = 1.0
-    return pairs.tocsr(), pairs.T.tocsr()

@@ -7,7 +7,9 @@ counts over every chunk (0.5 s). The build computes them once and writes them un
 ``graph/`` in open formats (nothing pickled):
 
     graph/seeds_bm25/     bm25s arrays of the leaf texts PPR seeds from, in seed-row order
-    graph/surface.json    the surface forms of the entity names: [[form, node], ...]
+    graph/surface/        the surface forms of the entity names as arrays a search maps
+                          (:mod:`sirerag.graph.surface_table`)
+    graph/surface.json    the same forms as JSON, [[form, node], ...], which indexes built before the arrays have
     graph/tagger.json     the rule tagger's lower-case / capitalised word counts
     graph/fact_rows.npy   each fact's row in ``propositions.npy`` (so bridging need not read the propositions)
 
@@ -29,6 +31,7 @@ from sirerag.core.io.checksums import sha256_file
 from sirerag.core.io.contained import Folder, check_inside
 from sirerag.core.io.files import read_index_json
 from sirerag.core.types import Pool
+from sirerag.graph.surface_table import FormTable, save_form_table
 
 if TYPE_CHECKING:
     from sirerag.pool.bm25 import LexicalIndex
@@ -37,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 SEEDS_BM25 = "seeds_bm25"
 SURFACE = "surface.json"
+SURFACE_TABLE = "surface"
 TAGGER = "tagger.json"
 FACT_ROWS = "fact_rows.npy"
 POOL_NODES = "pool_nodes"
@@ -84,15 +88,18 @@ def save_query_aids(directory: str | Path, *, pool: Pool | None, passage_index: 
         record["seeds_bm25"] = {"path": SEEDS_BM25, "documents": int(rows.size), "rows": rows_key(pool, rows),
                                 **lexical.params}
         if entries is not None and entries.is_file():
+            entries_sha256 = sha256_file(entries)
+            record["seeds_bm25"].update(entries=len(pool), entries_sha256=entries_sha256)
             from sirerag.graph.entries import entry_node_pairs
 
             save_npy(directory / ENTRY_NODES, entry_node_pairs(pool, passage_index))
             save_npy(directory / SEED_NODES, np.stack((rows, nodes)))
             record[POOL_NODES] = {"entry_nodes": ENTRY_NODES, "seed_nodes": SEED_NODES, "entries": len(pool),
-                                  "entries_sha256": sha256_file(entries)}
+                                  "entries_sha256": entries_sha256}
     if surface_forms is not None:
         write_json(directory / SURFACE, [[form, int(node)] for form, node in surface_forms])
-        record["surface"] = {"path": SURFACE, "forms": len(surface_forms), "min_chars": int(min_chars)}
+        table = save_form_table(directory / SURFACE_TABLE, surface_forms)
+        record["surface"] = {"path": SURFACE, "table": SURFACE_TABLE, "min_chars": int(min_chars), **table}
     if tagger_counts is not None:
         write_json(directory / TAGGER, tagger_counts)
         record["tagger"] = {"path": TAGGER, "kind": "rules"}
@@ -118,7 +125,7 @@ def _fact_rows(fact_ids: Sequence[str], propositions: Path) -> np.ndarray | None
 
 
 #: The fields of a ``query_aids`` record that name a file or folder (relative to ``graph/``).
-_PATH_FIELDS = ("path", "entry_nodes", "seed_nodes")
+_PATH_FIELDS = ("path", "table", "entry_nodes", "seed_nodes")
 
 
 def check_aid_paths(directory: Path, record: object, source: Path) -> None:
@@ -131,21 +138,34 @@ def check_aid_paths(directory: Path, record: object, source: Path) -> None:
                 check_inside(folder, info[key], f"{source}: query_aids.{name}.{key}", what="the graph folder")
 
 
-def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: np.ndarray) -> LexicalIndex | None:
-    """The stored seed BM25 index when it was made for exactly these rows of this pool, else None."""
+def load_seeds_bm25(directory: Path, record: dict[str, Any], pool: Pool, rows: np.ndarray, *,
+                    entries_sha256: str | None = None) -> LexicalIndex | None:
+    """The stored seed BM25 index when it was made for exactly these rows of this pool, else None: made for a
+    pool of as many entries read from an ``entries.jsonl`` whose sha256 is ``entries_sha256`` (the manifest's
+    record: nothing of the pool is read), or else for the pool's entry ids at ``rows`` (hashed)."""
     info = record.get("seeds_bm25")
-    if not info or info.get("documents") != int(rows.size) or info.get("rows") != rows_key(pool, rows):
+    if not info or info.get("documents") != int(rows.size):
+        return None
+    same_file = entries_sha256 is not None and info.get("entries_sha256") == entries_sha256 \
+        and info.get("entries") == len(pool)
+    if not same_file and info.get("rows") != rows_key(pool, rows):
         return None
     from sirerag.pool.bm25 import load_lexical_index
 
     return load_lexical_index(directory / info["path"])
 
 
-def load_surface_forms(directory: Path, record: dict[str, Any], min_chars: int) -> dict[str, int] | None:
-    """The stored surface forms (form -> node) when they were made with ``min_chars``, else None."""
+def load_surface_forms(directory: Path, record: dict[str, Any], min_chars: int,
+                       n_nodes: int) -> FormTable | dict[str, int] | None:
+    """The stored surface forms when they were made with ``min_chars``, else None: the memory-mapped table
+    (:class:`~sirerag.graph.surface_table.FormTable`, checked against a graph of ``n_nodes`` nodes), or for a graph
+    stored before it, form -> node from ``surface.json``."""
     info = record.get("surface")
     if not info or info.get("min_chars") != min_chars:
         return None
+    if "table" in info:
+        return FormTable.open(directory / info["table"], forms=int(info.get("forms", -1)),
+                              longest=int(info.get("longest", 0)), n_nodes=n_nodes)
     return dict(read_index_json(directory / info["path"]))
 
 

@@ -76,7 +76,7 @@ def save_graph(directory: str | Path, graph: EntityGraph, *, names_written: bool
     save_npy(directory / _COUNTS, np.asarray(graph.entity_passages, dtype=np.int64))
     write_jsonl(directory / _FACTS, ({"id": f.id, "text": f.text, "passage": f.passage,
                                       "entities": list(f.entities)} for f in graph.facts))
-    save_fact_arrays(directory, graph.facts, graph.passage_index)
+    save_fact_arrays(directory, graph.facts, graph.passage_index, directory / _FACTS)
     info = {"format": GRAPH_FORMAT, "stats": graph.stats, **meta}
     write_json(directory / _META, info)  # last: its presence marks a complete graph
     return info
@@ -106,7 +106,7 @@ def _nodes(directory: Path) -> tuple[list[str], list[str], np.ndarray]:
     if (directory / _NAMES).is_file() and (directory / _COUNTS).is_file():
         names, counts = read_index_json(directory / _NAMES), np.asarray(load_npy(directory / _COUNTS))
         if not isinstance(names, list) or counts.ndim != 1 or len(counts) > len(names) \
-                or not all(isinstance(name, str) for name in names):
+                or not set(map(type, names)) <= {str}:
             raise IndexFormatError(f"{directory}: {_NAMES} and {_COUNTS} do not describe the graph's nodes")
         return names[:len(counts)], names[len(counts):], counts.astype(np.int64, copy=False)
     nodes = _rows(directory / _NODES)

@@ -29,6 +29,7 @@ from typing import Iterable, Mapping, Sequence
 
 from sirerag.extraction.normalize import entity_key
 from sirerag.extraction.tagger import STOPLIST
+from sirerag.graph.surface_table import FormTable
 
 #: surface forms shorter than this many alphanumeric characters are not indexed
 MIN_FORM_CHARS = 3
@@ -83,16 +84,24 @@ class SurfaceIndex:
     Args:
         names: entity display names; position ``i`` is node ``i``.
         min_chars: forms with fewer alphanumeric characters are skipped.
-        forms: the table :func:`surface_forms` gives for ``names`` (stored at build time), as pairs or as a
-            mapping; computed from ``names`` when None.
+        forms: the table :func:`surface_forms` gives for ``names`` (stored at build time), as pairs, as a
+            mapping or as a memory-mapped :class:`~sirerag.graph.surface_table.FormTable`; computed from
+            ``names`` when None.
     """
 
     def __init__(self, names: Sequence[str], *, min_chars: int = MIN_FORM_CHARS,
-                 forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None) -> None:
-        table = surface_forms(names, min_chars=min_chars) if forms is None else forms
-        self.table: dict[str, int] = dict(table)
+                 forms: Sequence[tuple[str, int]] | Mapping[str, int] | FormTable | None = None) -> None:
+        self.table: dict[str, int] | FormTable
+        if isinstance(forms, FormTable):
+            self.table, self.longest = forms, forms.longest
+        else:
+            self.table = dict(surface_forms(names, min_chars=min_chars) if forms is None else forms)
+            self.longest = max(map(len, self.table), default=0)
         self.size = len(self.table)
-        self.longest = max(map(len, self.table), default=0)
+
+    def _nodes(self, forms: Sequence[str]) -> list[int | None]:
+        table = self.table
+        return table.get_many(forms) if isinstance(table, FormTable) else [table.get(form) for form in forms]
 
     @staticmethod
     def forms(name: str) -> Iterable[str]:
@@ -116,21 +125,22 @@ class SurfaceIndex:
         first_word = next((i for i, ch in enumerate(query) if ch.isalnum()), -1)
         starts = [i for i in range(len(text)) if i == 0 or not text[i - 1].isalnum()]
         ends = [i for i in range(1, len(text) + 1) if i == len(text) or not text[i].isalnum()]
-        found = []
+        spans = []
         for start in starts:  # the ends after it, up to the longest form: work linear in the query's length
             for j in range(bisect.bisect_right(ends, start), len(ends)):
-                end = ends[j]
-                if end - start > self.longest:
+                if ends[j] - start > self.longest:
                     break
-                node = self.table.get(text[start:end])
-                if node is None:
-                    continue
-                span = query[start:end]
-                if not lower_query and not any(ch.isupper() or ch.isdigit() for ch in span):
-                    continue
-                if start == first_word and _opening_words(span):
-                    continue  # "What is ..." opens a question; it names nothing
-                found.append(Match(start, end, int(node), span))
+                spans.append((start, ends[j]))
+        found = []
+        for (start, end), node in zip(spans, self._nodes([text[a:b] for a, b in spans])):
+            if node is None:
+                continue
+            span = query[start:end]
+            if not lower_query and not any(ch.isupper() or ch.isdigit() for ch in span):
+                continue
+            if start == first_word and _opening_words(span):
+                continue  # "What is ..." opens a question; it names nothing
+            found.append(Match(start, end, int(node), span))
         found.sort(key=lambda m: (-(m.end - m.start), m.start))
         taken, used = [], bytearray(len(text))  # a match's span is at most ``longest`` characters to test
         for m in found:

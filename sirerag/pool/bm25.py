@@ -19,6 +19,7 @@ import numpy as np
 
 from sirerag.core.errors import IndexFormatError, check
 from sirerag.core.io import atomic_dir, load_npy, read_json, write_json
+from sirerag.core.io.files import read_index_json
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,10 @@ class StoredScores:
 
     def __init__(self, directory: Path, params: dict[str, Any]) -> None:
         self.data, self.indices, self.indptr = (load_npy(directory / name) for name in _CSC_FILES.values())
-        self.vocab_dict: dict[str, int] = read_json(directory / _VOCAB_FILE)
+        vocab = read_index_json(directory / _VOCAB_FILE)  # orjson: the vocabulary grows with the corpus
+        if not isinstance(vocab, dict):
+            raise IndexFormatError(f"{directory / _VOCAB_FILE}: expected a JSON object of terms; rebuild the index")
+        self.vocab_dict: dict[str, int] = vocab
         self.k1, self.b, self.method = params["k1"], params["b"], params["method"]
         self.num_docs, self.dtype = int(params["num_docs"]), np.dtype(params.get("dtype", "float32"))
         if self.indptr.ndim != 1 or not len(self.indptr) or len(self.data) != len(self.indices) \

@@ -37,6 +37,7 @@ from sirerag.core.types import Pool
 if TYPE_CHECKING:
     from sirerag.embedding.base import Embedder
     from sirerag.graph.bridging import PropositionBridge
+    from sirerag.graph.surface_table import FormTable
     from sirerag.llm.base import LLM
     from sirerag.pool.bm25 import LexicalIndex
     from sirerag.pool.loaded import LoadedIndex
@@ -72,7 +73,7 @@ class PPRRetriever(SearchOne, Closing):
 
     def __init__(self, graph: EntityGraph, pool: Pool, embedder: Embedder, settings: PPRSettings | None = None, *,
                  tagger: Callable[[str], Sequence[str]] | None = None, llm: LLM | None = None,
-                 surface_forms: Sequence[tuple[str, int]] | Mapping[str, int] | None = None,
+                 surface_forms: Sequence[tuple[str, int]] | Mapping[str, int] | FormTable | None = None,
                  seeds_lexical: LexicalIndex | None = None, bridge: PropositionBridge | None = None,
                  pool_nodes: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None,
                  name_embedder: Embedder | None = None,

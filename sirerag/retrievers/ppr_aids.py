@@ -31,14 +31,15 @@ def load_aids(index: LoadedIndex, folder: Path, aids: dict[str, Any], graph: Ent
     """The retriever's keyword arguments from the stored aids (call within ``index.reading()``): ``tagger``,
     ``surface_forms`` (``ner`` linking), ``seeds_lexical`` (``dense+bm25`` passage seeds) and ``pool_nodes``."""
     record = index.manifest.files.get(ENTRIES)
+    entries_sha256 = record.sha256 if record is not None else None
     pool_nodes = load_pool_nodes(folder, aids, entries=len(index.pool), nodes=graph.n_nodes,
-                                 entries_sha256=record.sha256 if record is not None else None)
+                                 entries_sha256=entries_sha256)
     out: dict[str, Any] = {"pool_nodes": pool_nodes}
     if linking == "ner":
         out["tagger"] = tagger if tagger is not None else build_tagger(index, load_tagger_counts(folder, aids))
         if surface:
-            out["surface_forms"] = load_surface_forms(folder, aids, MIN_FORM_CHARS)
+            out["surface_forms"] = load_surface_forms(folder, aids, MIN_FORM_CHARS, graph.n_entities)
     if passage_seeds == "dense+bm25":
         rows = pool_nodes[1][0] if pool_nodes is not None else seed_rows(index.pool, graph.passage_index)[0]
-        out["seeds_lexical"] = load_seeds_bm25(folder, aids, index.pool, rows)
+        out["seeds_lexical"] = load_seeds_bm25(folder, aids, index.pool, rows, entries_sha256=entries_sha256)
     return out
