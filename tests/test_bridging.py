@@ -289,5 +289,5 @@ def test_a_fact_table_reads_its_lines_at_the_stored_offsets(tmp_path, monkeypatc
     assert table[3] == FACTS[3] and list(table) == FACTS  # no scan of the file for its lines
     monkeypatch.undo()
     save_npy(tmp_path / FACT_LINES, lines[::-1].copy())  # offsets out of order
-    with pytest.raises(IndexFormatError, match=r"fact_lines\.npy: does not give the lines of 4 facts in facts\.jsonl"):
+    with pytest.raises(IndexFormatError, match=r"fact_lines\.npy: does not give the lines of 4 facts"):
         FactTable.open(tmp_path, facts_file, passages, 5)

@@ -187,6 +187,9 @@ def test_fact_arrays_that_do_not_match_the_graph_are_refused(tmp_path):
     save_graph(tmp_path / "graph", g)
     lines = (tmp_path / "graph" / "facts.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (tmp_path / "graph" / "facts.jsonl").write_text("".join(lines[:-1]), encoding="utf-8")
+    with pytest.raises(IndexFormatError, match=r"facts\.jsonl: \d+ bytes, shorter than the lines of its 4 facts"):
+        load_graph(tmp_path / "graph")  # the stored line offsets tell at once
+    (tmp_path / "graph" / "fact_lines.npy").unlink()  # a graph saved before them: the scan tells
     loaded, _ = load_graph(tmp_path / "graph")
     with pytest.raises(IndexFormatError, match=r"facts\.jsonl: 3 facts, the fact arrays beside it describe 4"):
         loaded.facts[0]

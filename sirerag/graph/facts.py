@@ -92,10 +92,12 @@ class FactTable(Sequence[GraphFact]):
         if (directory / FACT_LINES).is_file():
             lines = np.asarray(load_npy(directory / FACT_LINES))
             if lines.dtype != np.int64 or lines.shape != (n, 2) or (n and (
-                    int(lines[0, 0]) < 0 or int(lines[-1, 1]) > len(raw) or np.any(lines[:, 1] < lines[:, 0])
+                    int(lines[0, 0]) < 0 or np.any(lines[:, 1] < lines[:, 0])
                     or np.any(lines[1:, 0] <= lines[:-1, 1]))):
-                raise IndexFormatError(f"{directory / FACT_LINES}: does not give the lines of {n} facts in "
-                                       f"{facts_file.name} ({len(raw)} bytes)")
+                raise IndexFormatError(f"{directory / FACT_LINES}: does not give the lines of {n} facts")
+            if n and int(lines[-1, 1]) > len(raw):
+                raise IndexFormatError(f"{facts_file}: {len(raw)} bytes, shorter than the lines of its {n} facts "
+                                       f"({int(lines[-1, 1])} bytes; {FACT_LINES} beside it)")
         return cls(facts_file, raw, indptr, nodes, passage_nodes, passages, n_entities, lines)
 
     def __len__(self) -> int:
