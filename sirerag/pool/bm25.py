@@ -144,7 +144,8 @@ class StoredScores:
     """
 
     def __init__(self, directory: Path, params: dict[str, Any]) -> None:
-        self.data, self.indices, self.indptr = (load_npy(directory / name) for name in _CSC_FILES.values())
+        # memory-mapped: a query reads the columns of its terms, not the whole matrix
+        self.data, self.indices, self.indptr = (load_npy(directory / name, mmap=True) for name in _CSC_FILES.values())
         vocab = read_index_json(directory / _VOCAB_FILE)  # orjson: the vocabulary grows with the corpus
         if not isinstance(vocab, dict):
             raise IndexFormatError(f"{directory / _VOCAB_FILE}: expected a JSON object of terms; rebuild the index")
