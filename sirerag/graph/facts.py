@@ -28,6 +28,7 @@ from sirerag.core.io import load_npy, save_npy
 from sirerag.core.io.files import loads_index_json
 from sirerag.graph.build import GraphFact
 from sirerag.pool.entries import map_file
+from sirerag.pool.entry_table import line_offsets
 
 FACT_ARRAYS = ("fact_entity_indptr.npy", "fact_entity_nodes.npy", "fact_passage_nodes.npy")
 FACT_LINES = "fact_lines.npy"
@@ -50,8 +51,6 @@ def save_fact_arrays(directory: Path, facts: Sequence[GraphFact], passage_index:
     for name, array in zip(FACT_ARRAYS, fact_arrays(facts, passage_index)):
         save_npy(directory / name, array)
     if facts_file is not None:
-        from sirerag.pool.entry_table import line_offsets
-
         starts, ends, _ = line_offsets(facts_file.read_bytes())
         if len(starts) != len(facts):
             raise ValueError(f"{facts_file}: {len(starts)} lines for {len(facts)} facts")
@@ -113,13 +112,10 @@ class FactTable(Sequence[GraphFact]):
         raw = self._raw
         if self._stored_lines is not None:
             return raw, self._stored_lines
-        ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == ord("\n"))
-        starts, stops = np.concatenate([[0], ends + 1]), np.append(ends, len(raw))
-        keep = stops > starts  # the file ends with a newline: its last "line" is empty
-        if int(keep.sum()) != len(self):
-            raise IndexFormatError(f"{self.path}: {int(keep.sum())} facts, the fact arrays beside it describe "
-                                   f"{len(self)}")
-        return raw, np.stack([starts[keep], stops[keep]], axis=1)
+        starts, stops, _ = line_offsets(raw)  # a graph saved before the stored offsets: one scan
+        if len(starts) != len(self):
+            raise IndexFormatError(f"{self.path}: {len(starts)} facts, the fact arrays beside it describe {len(self)}")
+        return raw, np.stack([starts, stops], axis=1)
 
     def _fact(self, i: int) -> GraphFact:
         raw, bounds = self._lines

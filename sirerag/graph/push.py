@@ -31,6 +31,7 @@ import scipy.sparse as sp
 
 from sirerag.core.config.retrieval import Walk
 from sirerag.core.errors import check
+from sirerag.graph.csr import row_positions
 from sirerag.graph.ppr import PersonalizedPageRank
 
 logger = logging.getLogger(__name__)
@@ -59,9 +60,8 @@ def _push(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, damping: fl
         if not total:
             continue
         touched += total
-        # the positions of the active nodes' edges in the CSR arrays, row after row
-        offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        edges = np.repeat(starts - offsets, counts) + np.arange(total)
+        edges = row_positions(starts, starts + counts)  # the active nodes' edges in the CSR arrays, row after row
+        offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))  # where each active node's edges begin in ``edges``
         weights = np.asarray(data[edges], dtype=np.float64)
         strength = np.add.reduceat(weights, offsets)  # each active node's weight, summed in row order
         share = np.divide(damping, strength, out=np.zeros(strength.size), where=strength > 0)

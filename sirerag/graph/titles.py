@@ -18,6 +18,8 @@ from typing import Iterator, Mapping
 import numpy as np
 import scipy.sparse as sp
 
+from sirerag.graph.csr import row_positions
+
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
@@ -36,7 +38,8 @@ def title_edge_arrays(adjacency: sp.csr_matrix, n_entities: int, title_weight: f
 
 
 class TitleMap(Mapping[int, list[int]]):
-    """Entity node -> the passage nodes it titles (in edge order), over two arrays (read-only).
+    """Entity node -> the passage nodes it titles (in edge order), over two arrays (read-only); built with the two
+    sides swapped, a passage -> the entity nodes that title it.
 
     Args:
         entities, passages: one title edge per position: its entity node and its passage node.
@@ -53,6 +56,16 @@ class TitleMap(Mapping[int, list[int]]):
     def _span(self, node: int) -> tuple[int, int]:
         return (int(np.searchsorted(self._entities, node, side="left")),
                 int(np.searchsorted(self._entities, node, side="right")))
+
+    def edges(self, nodes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(entity nodes, passage nodes)`` of the edges of ``nodes`` (each once; None: every edge), grouped by
+        entity node in ascending order."""
+        if nodes is None:
+            return self._entities, self._passages
+        wanted = np.unique(np.asarray(nodes, dtype=np.int64))
+        at = row_positions(np.searchsorted(self._entities, wanted, side="left"),
+                           np.searchsorted(self._entities, wanted, side="right"))
+        return self._entities[at], self._passages[at]
 
     def __getitem__(self, node: int) -> list[int]:
         start, stop = self._span(int(node))
@@ -79,13 +92,6 @@ class TitleMap(Mapping[int, list[int]]):
         return out
 
 
-def _ranges(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(a, b) for a, b in zip(starts, stops)])``, without the loop."""
-    counts = np.maximum(stops - starts, 0)
-    total = int(counts.sum())
-    return np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(total, dtype=np.int64)
-
-
 class TitleFacts:
     """Which facts a title node reaches through the passages it titles, leaving out those that name it already,
     and through which title nodes a fact is reached: looked up per question in sorted arrays (a search asks for
@@ -101,39 +107,27 @@ class TitleFacts:
     def __init__(self, fact_passage: np.ndarray, title_entity: np.ndarray, title_passage: np.ndarray,
                  named_indptr: np.ndarray, named: np.ndarray) -> None:
         self._fact_passage = np.asarray(fact_passage, dtype=np.int64)
-        title_entity, title_passage = np.asarray(title_entity, np.int64), np.asarray(title_passage, np.int64)
-        if title_entity.shape != title_passage.shape:
-            raise ValueError(f"title edges: {title_entity.shape} entity nodes for {title_passage.shape} passages")
         self._order = np.argsort(self._fact_passage, kind="stable")  # the facts grouped by passage key
         self._keys = self._fact_passage[self._order]
-        by_entity = np.argsort(title_entity, kind="stable")
-        self._by_entity = title_entity[by_entity], title_passage[by_entity]
-        by_passage = np.argsort(title_passage, kind="stable")
-        self._by_passage = title_passage[by_passage], title_entity[by_passage]
+        self._by_entity = TitleMap(title_entity, title_passage)  # title node -> its passages' keys
+        self._by_passage = TitleMap(title_passage, title_entity)  # passage key -> its title nodes
         self._indptr, self._named = np.asarray(named_indptr, dtype=np.int64), np.asarray(named, dtype=np.int64)
 
     def _naming(self, entity: np.ndarray, fact: np.ndarray) -> np.ndarray:
         """Bool per ``(entity, fact)`` pair: the fact names the entity."""
         lengths = self._indptr[fact + 1] - self._indptr[fact]
         pair = np.repeat(np.arange(fact.size, dtype=np.int64), lengths)
-        hits = self._named[_ranges(self._indptr[fact], self._indptr[fact + 1])] == entity[pair]
+        hits = self._named[row_positions(self._indptr[fact], self._indptr[fact + 1])] == entity[pair]
         return np.bincount(pair[hits], minlength=fact.size) > 0
 
     def pairs(self, entities: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(title nodes, facts)``: each fact of a passage that one of ``entities`` (None: every title node)
         titles and that does not name it, once per title edge."""
-        table_entity, table_passage = self._by_entity
-        if entities is None:
-            edges = np.arange(table_entity.size, dtype=np.int64)
-        else:
-            wanted = np.unique(np.asarray(entities, dtype=np.int64))
-            edges = _ranges(np.searchsorted(table_entity, wanted, side="left"),
-                            np.searchsorted(table_entity, wanted, side="right"))
-        keys = table_passage[edges]
+        title, keys = self._by_entity.edges(entities)
         starts = np.searchsorted(self._keys, keys, side="left")
         stops = np.where(keys >= 0, np.searchsorted(self._keys, keys, side="right"), starts)
-        entity = np.repeat(table_entity[edges], np.maximum(stops - starts, 0))
-        fact = self._order[_ranges(starts, stops)]
+        entity = np.repeat(title, np.maximum(stops - starts, 0))
+        fact = self._order[row_positions(starts, stops)]
         keep = ~self._naming(entity, fact)
         return entity[keep], fact[keep]
 
@@ -146,7 +140,6 @@ class TitleFacts:
         key = int(self._fact_passage[fact])
         if key < 0:
             return ()
-        keys, entities = self._by_passage
-        found = entities[int(np.searchsorted(keys, key, side="left")):int(np.searchsorted(keys, key, side="right"))]
+        found = self._by_passage.get(key, [])
         named = set(self._named[self._indptr[fact]:self._indptr[fact + 1]].tolist())
-        return tuple(sorted({int(e) for e in found.tolist() if e not in named}))
+        return tuple(sorted({int(e) for e in found if e not in named}))
