@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sirerag.clustering import ClusterStats, cluster
-from sirerag.clustering.cache import CACHE_FILE, clustering_cache
+from sirerag.clustering.cache import CACHE_FILE, cluster_key, clustering_cache
 from sirerag.core.config import BuildConfig, ClusteringConfig
 
 CONFIG = ClusteringConfig(processes=1)
@@ -70,6 +70,34 @@ def test_other_inputs_are_clustered_again(tmp_path, change):
             tokens = [21] + tokens[1:]
         cluster(points, tokens, config=config, random_state=seed)
         assert (store.hits, store.misses) == (0, 2)
+
+
+def _read_only(tmp_path, monkeypatch, points, tokens, config):
+    """The clusters a cache hit gives (seed 3); fitting fails the test."""
+    _no_fitting(monkeypatch)
+    with clustering_cache(tmp_path) as store:
+        read = cluster(points, tokens, config=config, random_state=3)
+        assert (store.hits, store.misses) == (1, 0)
+    return read
+
+
+def test_the_worker_count_is_not_part_of_the_key(tmp_path, monkeypatch):
+    points, tokens = blobs()
+    with clustering_cache(tmp_path):
+        computed = cluster(points, tokens, config=CONFIG, random_state=3)
+    assert _same(_read_only(tmp_path, monkeypatch, points, tokens, ClusteringConfig(processes=2)), computed)
+
+
+def test_clusters_stored_under_the_earlier_key_are_read(tmp_path, monkeypatch):
+    points, tokens = blobs()
+    with clustering_cache(tmp_path):
+        computed = cluster(points, tokens, config=CONFIG, random_state=3)
+    key = cluster_key(points, np.asarray(tokens), CONFIG, 3)
+    legacy = cluster_key(points, np.asarray(tokens), CONFIG, 3, legacy=True)
+    assert key != legacy
+    with sqlite3.connect(tmp_path / CACHE_FILE) as db:  # as a version that hashed the worker count wrote it
+        assert db.execute("UPDATE clusters SET key = ? WHERE key = ?", (legacy, key)).rowcount == 1
+    assert _same(_read_only(tmp_path, monkeypatch, points, tokens, CONFIG), computed)
 
 
 def test_a_damaged_row_is_clustered_again(tmp_path, caplog):

@@ -6,9 +6,10 @@ the same clusters, in or out of worker processes. A level of a large build takes
 :func:`clustering_cache` block (a build opens one in its cache folder), every :func:`cluster` call looks its
 clusters up first and stores them after computing them.
 
-The key is the sha256 of the float32 rows, the token counts, the settings, the seed and the versions of the
-libraries that fit (umap-learn, pynndescent, scikit-learn, numpy, numba): another version may cluster
-differently, so it computes its own. The clusters are stored in one SQLite file (WAL mode, as the embedding
+The key is the sha256 of the float32 rows, the token counts, the settings but the number of worker processes
+(which does not change the clusters), the seed and the versions of the libraries that fit (umap-learn,
+pynndescent, scikit-learn, numpy, numba): another version may cluster differently, so it computes its own.
+Clusters stored under the earlier key, which also held the worker count, are still read. The clusters are stored in one SQLite file (WAL mode, as the embedding
 cache) with the clustering counters of the run that computed them, which a hit adds to the caller's (so a
 resumed build's manifest counts the same fits). What is read is checked: every cluster sorted, its rows in range
 and every row in some cluster; anything else is computed again.
@@ -58,10 +59,20 @@ def _versions() -> str:
     return ",".join(found)
 
 
-def cluster_key(matrix: np.ndarray, tokens: np.ndarray, config: ClusteringConfig, random_state: int) -> str:
-    """The cache key of one :func:`~sirerag.clustering.raptor.cluster` call (hex sha256)."""
+#: clustering settings that say how the work runs, not what it gives: left out of the key
+RUN_ONLY = ("processes",)
+
+
+def cluster_key(matrix: np.ndarray, tokens: np.ndarray, config: ClusteringConfig, random_state: int, *,
+                legacy: bool = False) -> str:
+    """The cache key of one :func:`~sirerag.clustering.raptor.cluster` call (hex sha256). ``legacy``: the key of
+    versions that also hashed :data:`RUN_ONLY`, which :func:`cached` still reads."""
     digest = hashlib.sha256()
-    settings = json.dumps(dataclasses.asdict(config), sort_keys=True)
+    fields = dataclasses.asdict(config)
+    if not legacy:
+        for name in RUN_ONLY:
+            del fields[name]
+    settings = json.dumps(fields, sort_keys=True)
     head = f"{FORMAT}\n{_versions()}\n{settings}\n{int(random_state)}\n{matrix.shape}\n"
     digest.update(head.encode("utf-8"))
     digest.update(np.ascontiguousarray(matrix, dtype=np.float32).tobytes())
@@ -152,6 +163,8 @@ def cached(matrix: np.ndarray, tokens: np.ndarray, config: ClusteringConfig, ran
         return compute(stats)
     key = cluster_key(matrix, tokens, config, random_state)
     found = store.get(key, len(matrix))
+    if found is None:  # stored by a version whose key held the worker count
+        found = store.get(cluster_key(matrix, tokens, config, random_state, legacy=True), len(matrix))
     if found is not None:
         clusters, counters = found
         stored = ClusterStats(searches=[(int(a), int(b), int(c)) for a, b, c in counters.get("searches", [])])
