@@ -13,6 +13,8 @@ further rows of the same distribution. For each connectivity the index is built 
 it: ``save_ann``, then opened memory-mapped as a search opens it) and searched with each expansion:
 
 - ``recall_at_10``: the share of the exact top 10 (numpy, every row) that the approximate top 10 finds;
+- ``score_recall_at_10``: the same, counting a found row whose score reaches the exact 10th score: a pool with
+  duplicate texts has rows of equal score, and exact search's choice among them is arbitrary;
 - latency of one query (candidates from the index, re-scored with the float32 rows as
   ``DenseRetriever`` does; the query is already a vector): p50, p95, p99 in ms;
 - build wall and CPU seconds, the file's size; and exact search's latency for comparison.
@@ -78,6 +80,15 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
     return np.stack([top_k(vectors @ q, k) for q in queries])
 
 
+def recall(found: np.ndarray, truth: np.ndarray, vectors: np.ndarray, query: np.ndarray) -> tuple[float, float]:
+    """``(by id, by score)`` of one query: the share of the exact top rows ``truth`` among the ``found`` rows, and
+    the share of ``found`` rows scoring at least the lowest of ``truth`` (ties with it count), at most 1."""
+    k = len(truth)
+    by_id = len(set(found.tolist()) & set(truth.tolist())) / k
+    kth = float((vectors[truth] @ query).min())
+    return by_id, min(k, int(((vectors[found] @ query) >= kth - 1e-6).sum())) / k
+
+
 def run(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, connectivity: int, expansions: list[int],
         args: argparse.Namespace) -> dict[str, Any]:
     from sirerag.core.config.dense import DenseConfig
@@ -103,8 +114,10 @@ def run(vectors: np.ndarray, queries: np.ndarray, truth: np.ndarray, connectivit
                     best = rows[top_k(scores, args.k)]
                 times.append(one.wall_s)
                 found.append(best)
-            recall = float(np.mean([len(set(f.tolist()) & set(t.tolist())) / args.k for f, t in zip(found, truth)]))
-            row["searches"].append({"expansion_search": expansion, f"recall_at_{args.k}": round(recall, 4),
+            shares = [recall(f, t, vectors, q) for f, t, q in zip(found, truth, queries)]
+            by_id, by_score = np.array(shares).mean(axis=0)
+            row["searches"].append({"expansion_search": expansion, f"recall_at_{args.k}": round(float(by_id), 4),
+                                    f"score_recall_at_{args.k}": round(float(by_score), 4),
                                     "latency": percentiles(times[args.warmup:], unit="ms")})
             del ann
     return row
