@@ -63,6 +63,17 @@ def test_leaf_passages_are_read_without_parsing(tmp_path):
     assert pool.entries.parsed == 1
 
 
+def test_leaf_passages_of_leaves_in_several_runs(tmp_path):
+    entries = _entries(12)
+    leaves = [e for e in entries if e.kind == "leaf"]
+    others = [e for e in entries if e.kind != "leaf"]
+    mixed = (others[0], *leaves[:4], others[1], others[-1], *leaves[4:9], others[2], *leaves[9:])  # three runs
+    _saved(tmp_path, mixed)
+    pool = load_pool(tmp_path)
+    assert pool.entries.leaf_passages() == {i: e.passages for i, e in enumerate(mixed) if e.kind == "leaf"}
+    assert pool.entries.parsed == 0
+
+
 def test_lines_of_another_layout_are_parsed_at_load(tmp_path):
     entries = _saved(tmp_path)
     lines = (tmp_path / ENTRIES).read_bytes().split(b"\n")

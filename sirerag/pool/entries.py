@@ -181,7 +181,11 @@ class LazyEntries(Sequence[Node]):
     def leaf_passages(self) -> dict[int, tuple[str, ...]]:
         """The passages of every leaf entry, by row (read with one scan, not by parsing the leaves)."""
         out: dict[int, tuple[str, ...]] = {}
-        found = [(m.start(), m.group(1)) for m in _PASSAGES.finditer(self._data)]
+        leaf = np.fromiter((kind == "leaf" for kind in self.kinds), dtype=bool, count=len(self.kinds))
+        # the byte spans of the runs of leaf rows (a built pool holds its leaves first, in one run)
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], leaf.view(np.int8), [0]))))
+        found = [(m.start(), m.group(1)) for first, last in zip(edges[::2], edges[1::2] - 1)
+                 for m in _PASSAGES.finditer(self._data, int(self._starts[first]), int(self._ends[last]))]
         for row, (_, raw) in zip(self._rows([p for p, _ in found]), found):
             if self.kinds[row] == "leaf" and row not in out:
                 try:
@@ -190,7 +194,7 @@ class LazyEntries(Sequence[Node]):
                     continue
                 if isinstance(value, list) and all(isinstance(p, str) for p in value):
                     out[row] = tuple(value)
-        for row, kind in enumerate(self.kinds):
-            if kind == "leaf" and row not in out:
+        for row in np.flatnonzero(leaf).tolist():
+            if row not in out:
                 out[row] = self[row].passages
         return out
