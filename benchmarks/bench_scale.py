@@ -17,7 +17,9 @@ figures are then cache hits).
 
 The fit: for each stage and figure, least squares of ``log(cost) = log(a) + b log(N)`` over the sizes
 measured, ``b`` the growth exponent; the expected cost at 1M and 10M passages is ``a N^b`` (an
-extrapolation: with two sizes it is the slope between them).
+extrapolation: with two sizes it is the slope between them). The times of a resumed size are what was left to
+do, not the build's cost: they are shown (marked ``resumed``) but left out of the time fits and the time plot;
+its peak RSS and disk are fitted with the rest.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from benchmarks.harness import ROOT, Report, add_json_argument, run_command
 from benchmarks.scale_corpus import DEFAULT_SOURCES, read_sources, write_corpus
 
 FIGURES = ("wall_s", "cpu_s", "peak_rss_mib", "disk_mib")
+#: figures a resumed size does not measure (its cached work is not redone)
+TIMES = ("wall_s", "cpu_s")
 TARGETS = (1_000_000, 10_000_000)
 BUILD_ARGS = ("--graph",)
 MIN_PLOTTED_S = 5.0
@@ -97,7 +101,7 @@ def build_size(work: Path, n: int, sources: Sequence[str], seed: int) -> dict[st
     return result
 
 
-def fit(sizes: Sequence[int], values: Sequence[float]) -> dict[str, Any] | None:
+def fit(sizes: Sequence[int], values: Sequence[float | None]) -> dict[str, Any] | None:
     """Least squares of log(value) on log(size): exponent ``b``, and ``a N^b`` at 1M and 10M; also the
     straight line ``c + d N`` (``per_passage`` = d; a fixed cost such as the loaded model makes the
     exponent of a small range too low); None with fewer than two positive points."""
@@ -123,7 +127,8 @@ def curves(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         out[name] = {}
         for figure in FIGURES:
             values = [row.get(figure) if row else None for row in rows]
-            out[name][figure] = {"values": values, "fit": fit(sizes, values)}
+            fitted = [None if figure in TIMES and r.get("resumed") else v for r, v in zip(runs, values)]
+            out[name][figure] = {"values": values, "fitted": fitted, "fit": fit(sizes, fitted)}
     return out
 
 
@@ -135,11 +140,13 @@ def _cell(value: float | None, figure: str) -> str:
     return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB"
 
 
-def markdown(sizes: Sequence[int], table: dict[str, dict[str, Any]]) -> str:
-    """One table per figure: stages by size, the exponent, the extrapolations (power law and straight line)."""
+def markdown(sizes: Sequence[int], table: dict[str, dict[str, Any]], resumed: Sequence[bool] = ()) -> str:
+    """One table per figure: stages by size, the exponent, the extrapolations (power law and straight line);
+    the sizes ``resumed`` are marked so."""
     parts = []
+    marks = list(resumed) or [False] * len(sizes)
     for figure in FIGURES:
-        head = ["stage", *(f"{n:,}" for n in sizes), "exponent", *(f"{t:,} (power)" for t in TARGETS),
+        head = ["stage", *(f"{n:,}" + (" (resumed)" if r else "") for n, r in zip(sizes, marks)), "exponent", *(f"{t:,} (power)" for t in TARGETS),
                 *(f"{t:,} (linear)" for t in TARGETS)]
         lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         for name, figures in table.items():
@@ -171,7 +178,7 @@ def plot(sizes: Sequence[int], table: dict[str, dict[str, Any]], path: Path) -> 
             entry = figures[figure]
             if figure == "peak_rss_mib" and name != "total":
                 continue  # peak RSS so far: only the build's total is a curve of its own
-            points = [(n, v) for n, v in zip(sizes, entry["values"]) if v]
+            points = [(n, v) for n, v in zip(sizes, entry["fitted"]) if v]
             if not points or not entry["fit"] or max(v for _, v in points) < MIN_PLOTTED_S:
                 continue  # stages of a few seconds at every size would only crowd the plot
             line = ax.loglog(*zip(*points), "o", label=f"{name} (b={entry['fit']['exponent']:.2f})")[0]
@@ -215,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     table = curves(runs)
     report.results.update(sizes=sizes, build_args=list(BUILD_ARGS), runs=runs, curves=table)
     if args.markdown:
-        Path(args.markdown).write_text(markdown(sizes, table), encoding="utf-8")
+        Path(args.markdown).write_text(markdown(sizes, table, [bool(r.get("resumed")) for r in runs]),
+                                       encoding="utf-8")
     if args.plot:
         plot(sizes, table, Path(args.plot))
     report.write(args.json_out)
