@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             for c in args.connectivity.split(",")]
     import usearch
 
-    report.results.update(index=args.index, questions=args.questions, n=args.n, dim=args.dim, latent=args.latent, clusters=args.clusters, noise=args.noise,
+    report.results.update(index=args.index, questions=args.questions, n=args.n, dim=args.dim, latent=args.latent,
+                          clusters=args.clusters, noise=args.noise,
                           queries=args.queries, k=args.k, usearch=usearch.__version__,
                           data_s=round(made.wall_s, 1), exact_ms_per_query=round(exact_ms, 2), runs=runs,
                           peak_rss_mib=peak_rss_mib())

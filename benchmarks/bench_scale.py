@@ -136,7 +136,9 @@ def _cell(value: float | None, figure: str) -> str:
     if value is None:
         return "-"
     if figure in ("wall_s", "cpu_s"):
-        return f"{value / 3600:.1f} h" if value >= 36000 else f"{value:.1f} s" if value < 600 else f"{value / 60:.0f} min"
+        if value >= 36000:
+            return f"{value / 3600:.1f} h"
+        return f"{value:.1f} s" if value < 600 else f"{value / 60:.0f} min"
     return f"{value / 1024:.1f} GiB" if value >= 1024 else f"{value:.0f} MiB"
 
 
@@ -146,7 +148,8 @@ def markdown(sizes: Sequence[int], table: dict[str, dict[str, Any]], resumed: Se
     parts = []
     marks = list(resumed) or [False] * len(sizes)
     for figure in FIGURES:
-        head = ["stage", *(f"{n:,}" + (" (resumed)" if r else "") for n, r in zip(sizes, marks)), "exponent", *(f"{t:,} (power)" for t in TARGETS),
+        columns = [f"{n:,}" + (" (resumed)" if r else "") for n, r in zip(sizes, marks)]
+        head = ["stage", *columns, "exponent", *(f"{t:,} (power)" for t in TARGETS),
                 *(f"{t:,} (linear)" for t in TARGETS)]
         lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
         for name, figures in table.items():

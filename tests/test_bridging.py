@@ -119,7 +119,8 @@ def test_fact_vectors_come_from_stored_rows_then_embedding():
     graph = SimpleNamespace(facts=FACTS, fact_embeddings=VECTORS, entity_passages=np.ones(5),
                             title_edges=lambda weight: (np.zeros(0, np.int64), np.zeros(0, np.int64)),
                             passage_index={}, adjacency=None, entity_embeddings=np.zeros((0, 3), np.float32))
-    stored = load_bridge(None, graph, Embedder(), title_weight=0.0, synonym_threshold=0.8)  # fact embeddings stored with the graph: no index read
+    # fact embeddings stored with the graph: no index read
+    stored = load_bridge(None, graph, Embedder(), title_weight=0.0, synonym_threshold=0.8)
     assert np.allclose(stored.vectors, VECTORS) and len(asked) == 2
 
 

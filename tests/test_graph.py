@@ -145,7 +145,8 @@ def test_save_load_round_trip(tmp_path):
     np.testing.assert_array_equal(loaded.entity_embeddings, g.entity_embeddings)
     np.testing.assert_array_equal(loaded.fact_embeddings, g.fact_embeddings)
     assert isinstance(loaded.facts, FactTable)  # served from the stored arrays, each text parsed when asked for
-    assert list(loaded.facts) == list(g.facts) and loaded.facts[-1] == g.facts[-1] and loaded.facts[1:3] == list(g.facts[1:3])
+    assert list(loaded.facts) == list(g.facts) and loaded.facts[-1] == g.facts[-1]
+    assert loaded.facts[1:3] == list(g.facts[1:3])
     with pytest.raises(IndexError, match="fact 4 of 4"):
         loaded.facts[4]
     assert meta.settings.recorded() == {"damping": 0.5} and meta.stats == g.stats

@@ -9,10 +9,10 @@ clusters up first and stores them after computing them.
 The key is the sha256 of the float32 rows, the token counts, the settings but the number of worker processes
 (which does not change the clusters), the seed and the versions of the libraries that fit (umap-learn,
 pynndescent, scikit-learn, numpy, numba): another version may cluster differently, so it computes its own.
-Clusters stored under the earlier key, which also held the worker count, are still read. The clusters are stored in one SQLite file (WAL mode, as the embedding
-cache) with the clustering counters of the run that computed them, which a hit adds to the caller's (so a
-resumed build's manifest counts the same fits). What is read is checked: every cluster sorted, its rows in range
-and every row in some cluster; anything else is computed again.
+Clusters stored under the earlier key, which also held the worker count, are still read. The clusters are stored
+in one SQLite file (WAL mode, as the embedding cache) with the clustering counters of the run that computed
+them, which a hit adds to the caller's (so a resumed build's manifest counts the same fits). What is read is
+checked: every cluster sorted, its rows in range and every row in some cluster; anything else is computed again.
 """
 from __future__ import annotations
 

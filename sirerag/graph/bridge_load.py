@@ -29,7 +29,8 @@ def load_bridge(index: LoadedIndex, graph: EntityGraph, embedder: Embedder, aids
     from sirerag.pool.store import PROPOSITIONS
     from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, load_proposition_vectors, vectors_for
 
-    nodes = {"title_nodes": graph.title_edges(title_weight), "passage_index": graph.passage_index, "adjacency": graph.adjacency,
+    nodes = {"title_nodes": graph.title_edges(title_weight), "passage_index": graph.passage_index,
+             "adjacency": graph.adjacency,
              "entity_vectors": graph.entity_embeddings, "synonym_threshold": synonym_threshold}
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
         return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, **nodes)
