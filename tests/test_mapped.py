@@ -3,6 +3,7 @@ files named, and pages handed back."""
 from __future__ import annotations
 
 import io
+import os
 import sys
 
 import numpy as np
@@ -74,3 +75,51 @@ def test_dropped_pages_leave_the_resident_size_and_read_again(tmp_path) -> None:
     assert read - before > 64 and read - dropped > 64
     assert float(mapped[:, -1].sum()) == 32 * 1024  # still readable
     drop_pages(np.ones(4))  # an array in memory: nothing
+
+
+
+def _read_bytes() -> int:
+    with open("/proc/self/io") as fh:  # the kernel's count of bytes this process had read from storage
+        return int(next(line for line in fh if line.startswith("read_bytes:")).split()[1])
+
+
+def _evict(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages leave the page cache
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io") or not hasattr(os, "posix_fadvise"),
+                    reason="needs Linux's per-process I/O counts")
+def test_scattered_maps_read_only_the_pages_asked_for(tmp_path) -> None:
+    """``load_npy(..., scattered=True)`` turns read-ahead off (``MADV_RANDOM``): gathering one row in every 64
+    reads about those rows' pages from storage, where a plain map reads ahead around each."""
+    from sirerag.core.io.files import advise_scattered, load_npy, scattered_map
+
+    rows = np.arange(32 * 1024 * 1024, dtype=np.float32).reshape(32 * 1024, 1024)  # 128 MiB, 4 KiB per row
+    with npy_writer(tmp_path / "rows.npy", rows.shape) as out:
+        out[:] = rows
+    every = np.arange(0, rows.shape[0], 64)  # 512 rows, 2 MiB
+    expected = float(rows[every].sum())
+    del rows, out
+    read = {}
+    plain = load_npy(tmp_path / "rows.npy", mmap=True)
+    maps = {"plain": lambda: plain, "scattered": lambda: load_npy(tmp_path / "rows.npy", mmap=True, scattered=True),
+            "twin": lambda: scattered_map(plain)}  # a second map of the plain one's file
+    for name, open_map in maps.items():
+        _evict(tmp_path / "rows.npy")
+        mapped = open_map()
+        before = _read_bytes()
+        assert float(np.asarray(mapped[every]).sum()) == expected  # the same rows every way
+        read[name] = (_read_bytes() - before) / 2**20
+        del mapped
+    if read["plain"] < 8:
+        pytest.skip(f"nothing read ahead here ({read['plain']:.1f} MiB read for 512 rows: a RAM disk, or no "
+                    "read-ahead)")
+    assert read["scattered"] < read["plain"] / 2 and read["twin"] < read["plain"] / 2, read
+    assert advise_scattered(np.ones(4)) is False  # an array in memory: nothing to advise
+    in_memory = np.ones((3, 2), dtype=np.float32)
+    assert scattered_map(in_memory) is in_memory

@@ -2,10 +2,12 @@
 proposition vectors (memory-mapped, by the fact rows the graph stored), else embedded now."""
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
 from sirerag.core.io import load_npy
+from sirerag.core.io.files import scattered_map
 from sirerag.graph.bridging import PropositionBridge
 from sirerag.graph.build import EntityGraph
 
@@ -29,9 +31,11 @@ def load_bridge(index: LoadedIndex, graph: EntityGraph, embedder: Embedder, aids
     from sirerag.pool.store import PROPOSITIONS
     from sirerag.trees.proposition_vectors import PROPOSITION_VECTORS, load_proposition_vectors, vectors_for
 
+    # bridging gathers a few names' rows; linking scans them all through the graph's own map
+    with index.reading() if index is not None else contextlib.nullcontext():  # the loaded commit's file
+        entity_vectors = scattered_map(graph.entity_embeddings)
     nodes = {"title_nodes": graph.title_edges(title_weight), "passage_index": graph.passage_index,
-             "adjacency": graph.adjacency,
-             "entity_vectors": graph.entity_embeddings, "synonym_threshold": synonym_threshold}
+             "adjacency": graph.adjacency, "entity_vectors": entity_vectors, "synonym_threshold": synonym_threshold}
     if len(graph.facts) and len(graph.fact_embeddings) == len(graph.facts):  # stored with the graph
         return PropositionBridge(graph.facts, graph.fact_embeddings, graph.entity_passages, **nodes)
     component, record = index.manifest.component("proposition_vectors"), index.manifest.files.get(PROPOSITIONS)
@@ -41,7 +45,7 @@ def load_bridge(index: LoadedIndex, graph: EntityGraph, embedder: Embedder, aids
             rows = load_fact_rows(index.path / GRAPH_DIR, aids, facts=len(graph.facts),
                                   propositions_sha256=record.sha256, vectors=stored_rows)
             if rows is not None:
-                vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True)
+                vectors = load_npy(index.path / PROPOSITION_VECTORS, mmap=True, scattered=True)
                 if vectors.ndim == 2 and vectors.shape[0] == stored_rows:
                     return PropositionBridge(graph.facts, vectors, graph.entity_passages, rows=rows, **nodes)
     props = list(index.propositions())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap as mmap_module  # load_npy takes an argument named mmap
 import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -150,8 +151,14 @@ def save_npy(path: str | Path, array: np.ndarray) -> None:
         np.save(fh, array, allow_pickle=False)
 
 
-def load_npy(path: str | Path, *, mmap: bool = False, index: str | Path | None = None) -> np.ndarray:
+def load_npy(path: str | Path, *, mmap: bool = False, index: str | Path | None = None,
+             scattered: bool = False) -> np.ndarray:
     """Load a numeric ``.npy`` array (never pickled objects).
+
+    With ``mmap`` and ``scattered`` (a caller that gathers a few rows here and there, such as bridging's
+    proposition rows) the kernel is told not to read ahead around each page it faults in (``MADV_RANDOM``, where
+    the platform has it): with a large read-ahead a search that reads a few thousand rows would otherwise read
+    most of the file from disk.
 
     Raises:
         IndexFormatError: the file is missing, truncated, not an ``.npy`` array or holds
@@ -171,7 +178,32 @@ def load_npy(path: str | Path, *, mmap: bool = False, index: str | Path | None =
         raise IndexFormatError(damaged(path, f"damaged array file: {type(exc).__name__}: {exc}", index)) from exc
     if not isinstance(array, np.ndarray):
         raise IndexFormatError(damaged(path, f"expected one .npy array, got {type(array).__name__}", index))
+    if mmap and scattered:
+        advise_scattered(array)
     return array
+
+
+def advise_scattered(array: np.ndarray) -> bool:
+    """Tell the kernel that the pages of the memory-mapped ``array`` are read scattered (``MADV_RANDOM``: no
+    read-ahead around a faulted page). False, and nothing done, for an array in memory or without ``madvise``."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, mmap_module.mmap) and not base.closed and hasattr(mmap_module, "MADV_RANDOM"):
+        base.madvise(mmap_module.MADV_RANDOM)
+        return True
+    return False
+
+
+def scattered_map(array: np.ndarray) -> np.ndarray:
+    """A second read-only map of the ``.npy`` file behind the memory-mapped ``array``, advised scattered
+    (:func:`advise_scattered`), for a reader that gathers rows of it while another scans it whole through
+    ``array`` (the pages are shared); ``array`` itself when it is not a map of a whole ``.npy`` file."""
+    name = getattr(array, "filename", None)
+    if not isinstance(array, np.memmap) or not name:
+        return array
+    twin = load_npy(name, mmap=True, scattered=True)
+    return twin if twin.shape == array.shape and twin.dtype == array.dtype else array
 
 
 def damaged(path: str | Path, what: str, index: str | Path | None = None) -> str:
