@@ -199,3 +199,30 @@ def test_the_seed_index_is_matched_by_the_entries_file_s_sha256_without_hashing_
     moved = {**meta.query_aids, "seeds_bm25": {**record, "rows": "0" * 64}}  # and ids that are not these rows'
     assert load_seeds_bm25(graph_index / "graph", moved, index.pool, rows, entries_sha256="0" * 64) is None
     assert load_seeds_bm25(graph_index / "graph", meta.query_aids, index.pool, rows[:-1], entries_sha256=sha) is None
+
+
+def test_a_passage_s_leaves_come_from_the_graph_without_reading_every_leaf(graph_index, monkeypatch):
+    """The pool rule's lifts ask for a passage's leaves: ppr answers from its entry-node matrix exactly what the
+    pool's scan of every leaf gives, and a search with lifts then ranks as before without that scan."""
+    from sirerag.graph.entries import PassageLeaves
+    from sirerag.pool.entries import LazyEntries
+    from sirerag.retrievers import load_retriever
+
+    index = load_index(graph_index)
+    retriever = load_retriever("ppr", index, lift_ratio=1.0)  # a lift wherever an entry is held back
+    leaves_of = retriever.passage_leaves
+    scanned = {p: tuple(n.id for n in index.pool.leaves_of(p)) for p in retriever.graph.passages}
+    assert {p: tuple(n.id for n in leaves_of(p)) for p in scanned} == scanned
+    assert leaves_of("not a passage of this index") == ()  # asked of the pool, which has none
+    expected = _hits(index, lift_ratio=1.0)
+    fresh = load_index(graph_index)
+
+    def refuse(self):
+        raise AssertionError("every leaf's passages were read")
+
+    asked = []
+    answer = PassageLeaves.__call__
+    monkeypatch.setattr(LazyEntries, "leaf_passages", refuse)
+    monkeypatch.setattr(PassageLeaves, "__call__", lambda self, passage: asked.append(passage) or answer(self, passage))
+    assert _hits(fresh, lift_ratio=1.0) == expected
+    assert asked  # the searches did lift

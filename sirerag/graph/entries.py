@@ -6,7 +6,7 @@ from array import array
 import numpy as np
 import scipy.sparse as sp
 
-from sirerag.core.types import Pool
+from sirerag.core.types import Node, Pool
 from sirerag.graph.build import EntityGraph
 
 
@@ -40,6 +40,27 @@ def entry_node_matrix(pool: Pool, graph: EntityGraph, pairs: np.ndarray | None =
         np.cumsum(counts, out=indptr[1:])
         return sp.csr_matrix((data, col, indptr), shape=shape)
     return sp.csr_matrix((data, (row, col)), shape=shape)
+
+
+class PassageLeaves:
+    """The leaf entries of a passage, in pool order: :meth:`Pool.leaves_of`, answered for a passage of the graph
+    from the entry-node matrix (:func:`entry_node_matrix`, every ``(entry, passage node)`` pair), so that the pool
+    rule's first lift does not read the passages of every leaf (``entries.jsonl``'s leaf lines, 0.3 s and 169 MB at
+    100,000 passages). A passage outside the graph is asked of the pool."""
+
+    def __init__(self, pool: Pool, graph: EntityGraph, nodes: sp.csr_matrix) -> None:
+        self.pool, self.graph, self.nodes = pool, graph, nodes
+        self._by_node: sp.csc_matrix | None = None  # the matrix by column, made at the first question
+
+    def __call__(self, passage: str) -> tuple[Node, ...]:
+        node = self.graph.passage_index.get(passage)
+        if node is None:
+            return self.pool.leaves_of(passage)
+        if self._by_node is None:
+            self._by_node = self.nodes.tocsc()
+        rows = self._by_node.indices[self._by_node.indptr[node]:self._by_node.indptr[node + 1]]
+        kinds = self.pool.kinds
+        return tuple(self.pool.entries[row] for row in sorted(rows.tolist()) if kinds[row] == "leaf")
 
 
 def entry_scores(mass: np.ndarray, nodes: sp.csr_matrix) -> np.ndarray:

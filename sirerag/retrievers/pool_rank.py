@@ -25,16 +25,18 @@ A pool of leaves is returned unchanged. The rule's settings are :class:`~sirerag
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from sirerag.core.config.retrieval import PoolRule
 from sirerag.retrievers.base import Closing, Hit, Retriever, SearchOne
-from sirerag.core.types import Pool
+from sirerag.core.types import Node, Pool
 
 
-def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
+def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule,
+            leaves_of: Callable[[str], Sequence[Node]] | None = None) -> list[Hit]:
     """Rearrange a ranking of pool entries by ``rule``; leaves keep their relative order, except those a
-    lift places early."""
+    lift places early. ``leaves_of``: a passage's leaf entries in pool order, as :meth:`Pool.leaves_of` gives
+    them (a retriever that knows them without reading every leaf's passages); None: the pool's."""
     out: list[Hit] = []
     covered: set[str] = set()
     waiting: list[Hit] = []
@@ -81,7 +83,8 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
         if adds_nothing(entry.passages):
             continue
         if waiting and rule.lift_ratio:
-            for lifted in _lifts(waiting, hit.score * rule.lift_ratio, pool, covered, scores):
+            for lifted in _lifts(waiting, hit.score * rule.lift_ratio, pool, covered, scores,
+                                 leaves_of or pool.leaves_of):
                 add_leaf(lifted, pool.get(lifted.entry_id).passages)
             waiting = [h for h in waiting if not place(h)]
             if adds_nothing(entry.passages):  # a lifted leaf ranked its passage
@@ -97,7 +100,7 @@ def arrange(hits: Sequence[Hit], pool: Pool, rule: PoolRule) -> list[Hit]:
 
 
 def _lifts(waiting: Sequence[Hit], bar: float, pool: Pool, covered: set[str],
-           scores: dict[str, float]) -> list[Hit]:
+           scores: dict[str, float], leaves_of: Callable[[str], Sequence[Node]]) -> list[Hit]:
     """For each waiting entry that is anchored and scores at least ``bar``, in order: the best-scoring leaf of
     a passage of it not yet covered (its score from the ranking, else the waiting entry's)."""
     out: list[Hit] = []
@@ -108,7 +111,7 @@ def _lifts(waiting: Sequence[Hit], bar: float, pool: Pool, covered: set[str],
         passages = pool.get(hit.entry_id).passages
         if hit.score < bar or taken.isdisjoint(passages):
             continue
-        leaves = [leaf for p in passages if p not in taken for leaf in pool.leaves_of(p)]
+        leaves = [leaf for p in passages if p not in taken for leaf in leaves_of(p)]
         if not leaves:
             continue
         best = max(leaves, key=lambda leaf: scores.get(leaf.id, -float("inf")))
@@ -131,6 +134,8 @@ class PoolRanker(SearchOne, Closing):
         self.rule = (rule or PoolRule()).validate()
         self.base, self.pool, self.depth = base, pool, self.rule.pool_depth
         self.name = base.name
+        # a retriever that knows each passage's leaves (ppr) spares the first lift a read of every leaf's passages
+        self.leaves_of: Callable[[str], Sequence[Node]] | None = getattr(base, "passage_leaves", None)
 
     def owned(self) -> Sequence[Retriever]:
         return (self.base,)
@@ -142,7 +147,8 @@ class PoolRanker(SearchOne, Closing):
 
     def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         depth = max(self.depth, 4 * k)
-        return [arrange(hits, self.pool, self.rule)[:k] for hits in self.base.search_many(queries, depth)]
+        return [arrange(hits, self.pool, self.rule, self.leaves_of)[:k]
+                for hits in self.base.search_many(queries, depth)]
 
 
 def has_non_leaves(pool: Pool) -> bool:

@@ -24,7 +24,7 @@ from sirerag.core.config.retrieval import BridgeSettings, PoolRule, PPRSettings
 from sirerag.core.errors import ConfigError, IndexFormatError, check
 from sirerag.graph.build import EntityGraph
 from sirerag.graph.chain import Chain, Rest
-from sirerag.graph.entries import entry_node_matrix, entry_scores
+from sirerag.graph.entries import PassageLeaves, entry_node_matrix, entry_scores
 from sirerag.graph.linking import Seeds, fact_seeds, reset_entries, surface_seeds, top_facts
 from sirerag.graph.push import make_walk
 from sirerag.graph.query_aids import seed_rows
@@ -107,6 +107,7 @@ class PPRRetriever(SearchOne, Closing):
             self.recognition = RecognitionFilter(llm)
         pairs, seeds = pool_nodes if pool_nodes is not None else (None, None)
         self.entry_nodes = entry_node_matrix(pool, graph, pairs)
+        self.passage_leaves = PassageLeaves(pool, graph, self.entry_nodes)  # for the pool rule's lifts
         self.ids = list(pool.ids)
         rows, nodes = seeds if seeds is not None else seed_rows(pool, graph.passage_index)
         leaf_passages = nodes - graph.n_entities
