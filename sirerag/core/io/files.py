@@ -183,16 +183,23 @@ def load_npy(path: str | Path, *, mmap: bool = False, index: str | Path | None =
     return array
 
 
-def advise_scattered(array: np.ndarray) -> bool:
-    """Tell the kernel that the pages of the memory-mapped ``array`` are read scattered (``MADV_RANDOM``: no
-    read-ahead around a faulted page). False, and nothing done, for an array in memory or without ``madvise``."""
+def advise(array: np.ndarray | None, option: str) -> bool:
+    """``madvise(option)`` (an ``mmap`` constant's name, e.g. ``"MADV_RANDOM"``) on the open map behind
+    ``array`` (a memory-mapped array or a view of one). False, and nothing done, for an array in memory or where
+    the platform lacks the option."""
     base: object = array
     while isinstance(base, np.ndarray):
         base = base.base
-    if isinstance(base, mmap_module.mmap) and not base.closed and hasattr(mmap_module, "MADV_RANDOM"):
-        base.madvise(mmap_module.MADV_RANDOM)
+    if isinstance(base, mmap_module.mmap) and not base.closed and hasattr(mmap_module, option):
+        base.madvise(getattr(mmap_module, option))
         return True
     return False
+
+
+def advise_scattered(array: np.ndarray) -> bool:
+    """Tell the kernel that the pages of the memory-mapped ``array`` are read scattered (``MADV_RANDOM``: no
+    read-ahead around a faulted page). False, and nothing done, for an array in memory or without ``madvise``."""
+    return advise(array, "MADV_RANDOM")
 
 
 def scattered_map(array: np.ndarray) -> np.ndarray:

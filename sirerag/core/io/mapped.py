@@ -18,7 +18,7 @@ import numpy as np
 
 from sirerag.core.errors import IndexFormatError
 from sirerag.core.io.atomic import atomic_path
-from sirerag.core.io.files import damaged
+from sirerag.core.io.files import advise, damaged
 
 
 @contextlib.contextmanager
@@ -74,8 +74,4 @@ def map_npy(path: str | Path, *, index: str | Path | None = None) -> np.ndarray:
 def drop_pages(array: np.ndarray | None) -> None:
     """Let the kernel take back the pages of a :func:`map_npy` array (or a view of one) that were read; nothing
     for an array in memory, or where ``madvise`` is missing."""
-    base = array
-    while isinstance(base, np.ndarray):
-        base = base.base
-    if isinstance(base, mmap.mmap) and not base.closed and hasattr(mmap, "MADV_DONTNEED"):
-        base.madvise(mmap.MADV_DONTNEED)
+    advise(array, "MADV_DONTNEED")
