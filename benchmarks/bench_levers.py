@@ -4,7 +4,7 @@ Encoders: ``torch`` (MiniLM on torch, ``--precision``), ``ort`` (the ONNX export
 short texts, float32, every core), ``ort-int8`` (that export dynamically quantised to int8 weights with ONNX
 Runtime's ``quantize_dynamic``, written once into ``--work``), ``static`` (the model2vec embedder distilled from
 MiniLM, :mod:`sirerag.embedding.static`). Texts: the first ``--limit`` passages of a corpus as a passage-mode
-build embeds them, or with ``--index`` an index's propositions and entity names as well.
+build embeds them, or with ``--index`` an index's propositions, aggregates and entity names as well.
 
     python -m benchmarks.bench_levers ../shared/bench/2wikimultihopqa/corpus.jsonl --limit 1000 --work DIR \\
         --encoders torch,ort,ort-int8 --json F
@@ -28,8 +28,8 @@ ENCODERS = ("torch", "ort", "ort-int8", "static")
 
 
 def texts_of(corpus: str, limit: int, index: str | None, kinds: list[str]) -> dict[str, list[str]]:
-    """The texts of each kind: ``passages`` (first ``limit`` of the corpus), ``propositions`` and ``names``
-    (of ``index``)."""
+    """The texts of each kind: ``passages`` (first ``limit`` of the corpus), ``propositions``, ``aggregates`` (the
+    relatedness tree's level 0) and ``names`` (of ``index``)."""
     out: dict[str, list[str]] = {}
     if "passages" in kinds:
         documents = load_corpus(corpus)[:limit] if limit else load_corpus(corpus)
@@ -37,6 +37,10 @@ def texts_of(corpus: str, limit: int, index: str | None, kinds: list[str]) -> di
     if index is not None and "propositions" in kinds:
         with open(Path(index) / "propositions.jsonl", encoding="utf-8") as handle:
             out["propositions"] = list(dict.fromkeys(" ".join(json.loads(line)["text"].split()) for line in handle))
+    if index is not None and "aggregates" in kinds:
+        with open(Path(index) / "entries.jsonl", encoding="utf-8") as handle:
+            rows = (json.loads(line) for line in handle)
+            out["aggregates"] = [row["text"] for row in rows if row["kind"] == "aggregate" and row["level"] == 0]
     if index is not None and "names" in kinds:
         graph = Path(index) / "graph"
         counts = np.load(graph / "entity_passages.npy", allow_pickle=False)
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("corpus")
     ap.add_argument("--limit", type=int, default=1000, help="first passages of the corpus (0 = all)")
     ap.add_argument("--index", help="an index built from the corpus: its propositions and entity names")
-    ap.add_argument("--kinds", default="passages", help="comma list of passages, propositions, names")
+    ap.add_argument("--kinds", default="passages", help="comma list of passages, propositions, aggregates, names")
     ap.add_argument("--encoders", default="torch,ort,ort-int8", help=f"comma list of {', '.join(ENCODERS)}")
     ap.add_argument("--reference", default="ort", help="encoder the cosines are taken against (float32 MiniLM)")
     ap.add_argument("--precision", default="auto", choices=("auto", "float32", "bfloat16"), help="for torch")
