@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 
-import numpy as np
 import pytest
 
 from sirerag.pipeline.resources import MemoryMeter, peak_rss_mib, rss_mib
@@ -11,18 +10,32 @@ from sirerag.pipeline.resources import MemoryMeter, peak_rss_mib, rss_mib
 LINUX = sys.platform.startswith("linux")
 
 
+_METER_RUN = """
+import json
+import numpy as np
+from sirerag.pipeline.resources import MemoryMeter
+seen = []
+meter = MemoryMeter()
+hook = meter.hook(lambda stage, event, seconds: seen.append([stage, event]))
+hook("small", "start", 0.0)
+hook("small", "end", 0.1)
+hook("large", "start", 0.0)
+block = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, touched, live when the stage ends
+hook("large", "end", 0.1)
+del block
+print(json.dumps({"seen": seen, "record": meter.record()}))
+"""
+
+
 def test_the_meter_records_each_stage_peak_and_calls_the_inner_hook() -> None:
-    seen: list[tuple[str, str]] = []
-    meter = MemoryMeter()
-    hook = meter.hook(lambda stage, event, seconds: seen.append((stage, event)))
-    hook("small", "start", 0.0)
-    hook("small", "end", 0.1)
-    hook("large", "start", 0.0)
-    block = np.ones(64 * 1024 * 1024 // 8)  # 64 MiB, touched, live when the stage ends
-    hook("large", "end", 0.1)
-    del block
-    assert seen == [("small", "start"), ("small", "end"), ("large", "start"), ("large", "end")]
-    record = meter.record()
+    # in a fresh process: in the test worker, memory freed by earlier tests can lower RSS between the stages
+    import json
+    import subprocess
+
+    out = json.loads(subprocess.run([sys.executable, "-c", _METER_RUN], check=True, capture_output=True,
+                                    text=True).stdout)
+    assert out["seen"] == [["small", "start"], ["small", "end"], ["large", "start"], ["large", "end"]]
+    record = out["record"]
     assert record["peak_rss_mib"] > 0
     if LINUX:
         stages = record["stage_peak_rss_mib"]
