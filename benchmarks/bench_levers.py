@@ -21,6 +21,7 @@ import numpy as np
 
 from benchmarks.harness import Report, Timer, add_json_argument
 from sirerag.core.config import ChunkingConfig
+from sirerag.core.io.files import read_jsonl
 from sirerag.corpus.load import load_corpus
 from sirerag.text.chunking import chunk_documents
 
@@ -29,18 +30,17 @@ ENCODERS = ("torch", "ort", "ort-int8", "static")
 
 def texts_of(corpus: str, limit: int, index: str | None, kinds: list[str]) -> dict[str, list[str]]:
     """The texts of each kind: ``passages`` (first ``limit`` of the corpus), ``propositions``, ``aggregates`` (the
-    relatedness tree's level 0) and ``names`` (of ``index``)."""
+    relatedness tree's level 0: every aggregate) and ``names`` (of ``index``)."""
     out: dict[str, list[str]] = {}
     if "passages" in kinds:
         documents = load_corpus(corpus)[:limit] if limit else load_corpus(corpus)
         out["passages"] = [c.text for c in chunk_documents(documents, ChunkingConfig(mode="passage"))]
     if index is not None and "propositions" in kinds:
-        with open(Path(index) / "propositions.jsonl", encoding="utf-8") as handle:
-            out["propositions"] = list(dict.fromkeys(" ".join(json.loads(line)["text"].split()) for line in handle))
+        rows = read_jsonl(Path(index) / "propositions.jsonl")
+        out["propositions"] = list(dict.fromkeys(" ".join(row["text"].split()) for row in rows))
     if index is not None and "aggregates" in kinds:
-        with open(Path(index) / "entries.jsonl", encoding="utf-8") as handle:
-            rows = (json.loads(line) for line in handle)
-            out["aggregates"] = [row["text"] for row in rows if row["kind"] == "aggregate" and row["level"] == 0]
+        out["aggregates"] = [row["text"] for row in read_jsonl(Path(index) / "entries.jsonl")
+                             if row["kind"] == "aggregate"]
     if index is not None and "names" in kinds:
         graph = Path(index) / "graph"
         counts = np.load(graph / "entity_passages.npy", allow_pickle=False)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("corpus")
     ap.add_argument("--limit", type=int, default=1000, help="first passages of the corpus (0 = all)")
-    ap.add_argument("--index", help="an index built from the corpus: its propositions and entity names")
+    ap.add_argument("--index", help="an index built from the corpus: its propositions, aggregates and entity names")
     ap.add_argument("--kinds", default="passages", help="comma list of passages, propositions, aggregates, names")
     ap.add_argument("--encoders", default="torch,ort,ort-int8", help=f"comma list of {', '.join(ENCODERS)}")
     ap.add_argument("--reference", default="ort", help="encoder the cosines are taken against (float32 MiniLM)")

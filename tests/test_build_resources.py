@@ -1,6 +1,8 @@
 """The build's peak memory: each stage's, measured around the caller's stage hook."""
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 import pytest
@@ -29,9 +31,6 @@ print(json.dumps({"seen": seen, "record": meter.record()}))
 
 def test_the_meter_records_each_stage_peak_and_calls_the_inner_hook() -> None:
     # in a fresh process: in the test worker, memory freed by earlier tests can lower RSS between the stages
-    import json
-    import subprocess
-
     out = json.loads(subprocess.run([sys.executable, "-c", _METER_RUN], check=True, capture_output=True,
                                     text=True).stdout)
     assert out["seen"] == [["small", "start"], ["small", "end"], ["large", "start"], ["large", "end"]]

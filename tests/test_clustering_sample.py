@@ -8,7 +8,7 @@ from sirerag.clustering import ClusterStats, cluster
 from sirerag.clustering.sample import ASSIGN_BLOCK, assign_block, fit_sample, sample_and_assign, sample_rows
 from sirerag.core.config import ClusteringConfig
 from sirerag.core.errors import ConfigError
-from tests.test_clustering import assert_valid, labels_of, planted
+from tests.test_clustering import assert_valid, planted
 
 #: Forced on: every step over 60 rows is fitted on 60 of them.
 FORCED = ClusteringConfig(sample_above=0, sample_size=60, processes=1)
@@ -46,8 +46,7 @@ def test_global_step_assigns_unsampled_rows_to_their_blob(blobs) -> None:
     points, truth = blobs
     clusters = sample_and_assign(points, global_step=True, config=FORCED, random_state=224, stats=ClusterStats(),
                                  local_neighbors=10)
-    assert_valid(clusters, len(points))
-    assert (labels_of(clusters, len(points)) >= 0).all()  # every row, sampled or not, is in a cluster
+    assert_valid(clusters, len(points))  # every row, sampled or not, is in a cluster
     for members in clusters:  # and no cluster mixes two blobs (the mixture may split a blob: how many
         assert len(set(truth[members])) == 1  # components BIC picks moves with the CPU's floating point)
 
