@@ -115,7 +115,8 @@ class Probe:
         probe = self
 
         class CompileTimer(numba_events.Listener):
-            depth, started = 0, None
+            depth = 0
+            started: Mark | None = None
 
             def on_start(self, event: Any) -> None:
                 if self.depth == 0:
@@ -124,7 +125,7 @@ class Probe:
 
             def on_end(self, event: Any) -> None:
                 self.depth -= 1
-                if self.depth == 0:
+                if self.depth == 0 and self.started is not None:
                     probe.totals["compile"] += Mark.now().since(self.started, ndigits=None)["cpu_s"]
                     probe.compiles += 1
 
@@ -148,7 +149,8 @@ def _count_embeddings(probe: Probe) -> None:
             probe.totals["embed_cpu"] += span["cpu_s"]
             probe.count_tokens(self.inner, [text for _, text in items])
 
-    CachedEmbedder._encode_missing = counted  # type: ignore[method-assign]
+    # the probe replaces the method in this process only, taking the same arguments (hence the ignore)
+    CachedEmbedder._encode_missing = counted  # type: ignore[method-assign,assignment]
 
 
 def main(argv: list[str] | None = None) -> int:

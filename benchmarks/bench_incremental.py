@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         counters.append(CountingSummarizer(make(*a, **k)))
         return counters[-1]
 
-    models_mod.make_summarizer = counted  # type: ignore[assignment]
+    models_mod.make_summarizer = counted
     rows: dict[str, dict[str, Any]] = {}
     _, wall, cpu = _timed(lambda: build_index(base, work / "base", config,
                                                         cache_dir=work / "cache-incremental", show_progress=False))

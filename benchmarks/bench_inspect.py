@@ -33,13 +33,13 @@ from sirerag.graph.store import GRAPH_DIR, save_graph
 from sirerag.core.io import read_jsonl, write_manifest
 from sirerag.pool.store import CHUNKS, DOCUMENTS, PROPOSITIONS, save_pool, save_records
 from sirerag.report.render import decode_data, write_report
-from sirerag.core.types import Chunk, Document, Node, Pool, Proposition
+from sirerag.core.types import Chunk, Document, Node, Pool, Proposition, Tree
 
 NAME = re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-def _summaries(children: list[Node], tree: str, levels: int) -> list[Node]:
+def _summaries(children: list[Node], tree: Tree, levels: int) -> list[Node]:
     out: list[Node] = []
     for level in range(1, levels + 1):
         parents = []

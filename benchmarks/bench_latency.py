@@ -29,7 +29,7 @@ RETRIEVERS = {
 }
 
 
-def real_index(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+def real_index(args: argparse.Namespace) -> dict[str, dict[str, float | int | None]]:
     import torch
 
     from sirerag.evaluation.retrieval import load_questions
@@ -61,7 +61,7 @@ def real_index(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     return out
 
 
-def synthetic(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+def synthetic(args: argparse.Namespace) -> dict[str, dict[str, float | int | None]]:
     """PageRank alone, both walks, on a synthetic graph of ``--nodes`` nodes (a tenth of them passages): a few
     entity seeds plus 0.05 x a passage score on every passage, as a search's reset."""
     from sirerag.core.config import GraphConfig
@@ -72,7 +72,7 @@ def synthetic(args: argparse.Namespace) -> dict[str, dict[str, float]]:
     adjacency, n_entities = synthetic_graph(args.nodes - n_passages, n_passages, 0)
     n = adjacency.shape[0]
     graph, settings = GraphConfig(), PPRSettings()
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, float | int | None]] = {}
     for walk in ("power", "push"):
         pagerank = make_walk(adjacency, walk, damping=graph.damping, tol=graph.tol, max_iter=graph.max_iter,
                              push_tol=settings.push_tol)

@@ -24,6 +24,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from benchmarks.harness import Report, Timer, add_json_argument, run_command
 
@@ -45,12 +46,13 @@ def timed(cmd: list[str], log: Path) -> dict:
     return result
 
 
-GRID = {
-    "dense": ["dense", {}],
-    "bm25": ["bm25", {}],
-    "dense+bm25": ["dense+bm25", {}],
-    "ppr-ner": ["ppr", {"linking": "ner"}],
-    "dense+bm25+ppr": ["dense+bm25+ppr", {"linking": "ner"}],
+# label: (retriever name, its options); a --configs file holds the same as JSON
+GRID: dict[str, tuple[str, dict[str, Any]]] = {
+    "dense": ("dense", {}),
+    "bm25": ("bm25", {}),
+    "dense+bm25": ("dense+bm25", {}),
+    "ppr-ner": ("ppr", {"linking": "ner"}),
+    "dense+bm25+ppr": ("dense+bm25+ppr", {"linking": "ner"}),
 }
 
 
@@ -132,7 +134,8 @@ def grid(args, report: Report) -> None:
 
     logging.basicConfig(level=logging.WARNING)
     index_dir, questions_path = args.grid
-    configs = json.loads(Path(args.configs).read_text()) if args.configs else GRID
+    configs: dict[str, tuple[str, dict[str, Any]]] = json.loads(Path(args.configs).read_text()) if args.configs \
+        else GRID
     full = load_index(index_dir)
     pools = {"full": full, "leaves": leaves_only(full)}
     questions = load_questions(questions_path, split=args.split or None, limit=args.limit)

@@ -40,7 +40,10 @@ def main() -> None:
         from sirerag.graph.store import load_graph
         from sirerag.pool.loaded import load_index
 
-        graph, _ = load_graph(load_index(args.index).component("graph"))
+        folder = load_index(args.index).component("graph")
+        if folder is None:
+            raise SystemExit(f"{args.index}: the index has no graph; build it with --graph")
+        graph, _ = load_graph(folder)
         adjacency, n_entities = graph.adjacency, graph.n_entities
     else:
         adjacency, n_entities = synthetic_graph(args.entities, args.passages, args.seed)
@@ -73,6 +76,7 @@ def main() -> None:
     with Timer() as batch:
         ours.run(resets)
     ours_ms, ig_ms = percentiles(t_ours, unit="ms", ndigits=1), percentiles(t_ig, unit="ms", ndigits=1)
+    speed_up = float(np.median(t_ig) / np.median(t_ours))
 
     def ms(stats: dict) -> str:
         return f"p50 {stats['p50_ms']:7.1f} ms  p95 {stats['p95_ms']:7.1f} ms"
@@ -81,13 +85,13 @@ def main() -> None:
     print(f"sirerag (scipy, one query at a time): {ms(ours_ms)}  ({ours.last_iterations} iterations)")
     print(f"sirerag (scipy, {args.queries} queries batched): {1000 * batch.wall_s / args.queries:7.1f} ms per query")
     print(f"igraph prpack:                        {ms(ig_ms)}")
-    print(f"speed-up per query (median): {ig_ms['p50_ms'] / ours_ms['p50_ms']:.1f}x; max L1 difference {max(l1):.1e}")
+    print(f"speed-up per query (median): {speed_up:.1f}x; max L1 difference {max(l1):.1e}")
     report.results.update({
         "graph": {"nodes": n, "entities": n_entities, "edges": int(adjacency.nnz // 2), "index": args.index},
         "prepare_s": {"sirerag": round(prep_ours.wall_s, 3), "igraph": round(prep_ig.wall_s, 3)},
         "sirerag_one_query": ours_ms, "sirerag_iterations": ours.last_iterations,
         "sirerag_batched_ms_per_query": round(1000 * batch.wall_s / args.queries, 2), "igraph_prpack": ig_ms,
-        "speed_up_p50": round(ig_ms["p50_ms"] / ours_ms["p50_ms"], 2), "max_l1_difference": max(l1)})
+        "speed_up_p50": round(speed_up, 2), "max_l1_difference": max(l1)})
     report.write(args.json_out)
 
 

@@ -37,6 +37,7 @@ def passages(path: Path, limit: int) -> list[str]:
 
 def embed(texts: list[str], engine, batch_size: int):  # noqa: ANN001, ANN201
     from sirerag.embedding import load_embedder
+    from sirerag.embedding.cache import CachedEmbedder
 
     with tempfile.TemporaryDirectory() as cache:
         embedder = load_embedder("minilm", batch_size=batch_size, cache_dir=cache, show_progress=False,
@@ -44,6 +45,7 @@ def embed(texts: list[str], engine, batch_size: int):  # noqa: ANN001, ANN201
         with Timer() as timer:
             vectors = embedder.encode_documents(texts)
         result = {"wall_s": round(timer.wall_s, 2), "driver_cpu_s": round(timer.cpu_s, 2)}
+        assert isinstance(embedder, CachedEmbedder)
         embedder.cache.close()
     result["texts_per_s"] = round(len(texts) / result["wall_s"], 1)
     return vectors, result
@@ -81,6 +83,7 @@ class EchoServer:
 
 def llm_calls(n: int, url: str, engine) -> dict:  # noqa: ANN001
     from sirerag.llm.base import LLMRequest
+    from sirerag.llm.cache import CachedLLM
     from sirerag.llm.factory import load_llm
 
     requests = [LLMRequest(messages=(("user", f"request {i}"),), max_tokens=8) for i in range(n)]
@@ -89,6 +92,7 @@ def llm_calls(n: int, url: str, engine) -> dict:  # noqa: ANN001
         with Timer() as timer:
             answers = llm.complete_many(requests)
         result = {"calls": n, "wall_s": round(timer.wall_s, 2), "driver_cpu_s": round(timer.cpu_s, 2)}
+        assert isinstance(llm, CachedLLM)
         llm.cache.close()
     assert [a.text for a in answers] == [f"request {i}" for i in range(n)]
     result["calls_per_s"] = round(n / result["wall_s"], 1)

@@ -59,8 +59,10 @@ def start_server(index_dir: Path, workers: int, log: Path) -> tuple[subprocess.P
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "sirerag", "serve", f"bench={index_dir}", "--port", "0",
                              "--workers", str(workers)], stderr=subprocess.PIPE, text=True, env=env)
+    stderr = proc.stderr
+    assert stderr is not None  # stderr=PIPE
     handle = open(log, "w", encoding="utf-8")
-    for line in proc.stderr:
+    for line in stderr:
         handle.write(line)
         found = re.search(r"serving bench on (http://127\.0\.0\.1:\d+)", line)
         if found:
@@ -70,7 +72,7 @@ def start_server(index_dir: Path, workers: int, log: Path) -> tuple[subprocess.P
         raise SystemExit(f"the server did not start; see {log}")
 
     def drain() -> None:  # keep reading, so the server never blocks on a full pipe
-        for rest in proc.stderr:
+        for rest in stderr:
             handle.write(rest)
         handle.close()
 

@@ -71,8 +71,8 @@ def main() -> None:
 
     table: dict[str, dict] = {}
     for task in sorted(by_task):
-        recall = {(m, k): [] for m in MODES for k in args.k}
-        complete = {(m, k): [] for m in MODES for k in args.k}
+        recall: dict[tuple[str, int], list[float]] = {(m, k): [] for m in MODES for k in args.k}
+        complete: dict[tuple[str, int], list[float]] = {(m, k): [] for m in MODES for k in args.k}
         for q in by_task[task]:
             ids = q["context_passage_ids"]
             sentences = [text[p] for p in ids]

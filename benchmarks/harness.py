@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Final, Iterable, Sequence
 
 import numpy as np
 
 SCHEMA = "sirerag-benchmark/1"
-PERCENTILE_METHOD = "linear"
+PERCENTILE_METHOD: Final = "linear"
 QUANTILES = (50, 95, 99)
 ROOT = Path(__file__).resolve().parents[1]
 _RSS_UNIT = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux

@@ -84,7 +84,7 @@ def classify(graph: Any, question: str, title: str, passage: str, others: Sequen
     bridged = {b.node: b.hop for b in seeds.bridges}
     shared = set().union(*(passage_entities(graph, o) for o in others)) if others else set()
     name, count = graph.entities.__getitem__, lambda n: int(graph.entity_passages[n])
-    out = {"entities": len(mine),
+    out: dict[str, Any] = {"entities": len(mine),
            "linked": [[name(n), count(n)] for n in mine if n in linked],
            "bridged": [[name(n), bridged[n], count(n)] for n in mine if n in bridged],
            "named": [name(n) for n in mine if _named(question, name(n))],

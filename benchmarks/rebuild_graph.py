@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from benchmarks.harness import Report, Timer, add_json_argument
 from sirerag.core.config import GraphConfig
@@ -58,7 +59,7 @@ def main() -> None:
     shutil.copy(src / "manifest.json", target / "manifest.json")
     settings = dict(index.manifest.config.sections.get("graph", {}))
     config = GraphConfig(**{k: v for k, v in settings.items() if k in {f.name for f in dataclasses.fields(GraphConfig)}})
-    changes = {"enabled": True}
+    changes: dict[str, Any] = {"enabled": True}
     for name in ("title_weight", "synonym_max_neighbors", "synonym_threshold", "name_vectors"):
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)

@@ -36,7 +36,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def add_subcommands(parser: argparse.ArgumentParser) -> None:
     """Add ``make-data``, ``train`` and ``evaluate`` under the ``finetune`` parser."""
     sub = parser.add_subparsers(dest="finetune_command", metavar="STEP")
-    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+    def usage(args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=usage)
 
     p = sub.add_parser("make-data", help="run a teacher LLM over a corpus and write chat JSONL + a data card",
                        description="Teacher data: coreference rewrites and proposition/entity extractions that "

@@ -74,9 +74,9 @@ def teacher_examples(
     counts: Counter[str] = Counter(chunks=len(chunks))
     texts = [c.text for c in chunks]
     if "rewrite" in tasks:
-        outcomes = rewrite_chunks(chunks, documents, llm, max_tokens=rewrite_max_tokens, show_progress=show_progress)
+        rewrites = rewrite_chunks(chunks, documents, llm, max_tokens=rewrite_max_tokens, show_progress=show_progress)
         asked = rewrite_requests(chunks, documents, max_tokens=rewrite_max_tokens, contexts=contexts)
-        for i, (chunk, context, request, r) in enumerate(zip(chunks, contexts, asked, outcomes)):
+        for i, (chunk, context, request, r) in enumerate(zip(chunks, contexts, asked, rewrites)):
             if r.accepted:
                 texts[i] = r.text
                 examples.append(rewrite_example(context, chunk.text, r.text, doc_id=chunk.doc_id,

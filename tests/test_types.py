@@ -1,5 +1,6 @@
-"""The package's types are checked: mypy over ``sirerag/`` with the settings of ``pyproject.toml``'s
-``[tool.mypy]`` reports no error (its cache, ``.mypy_cache/``, makes a rerun take seconds)."""
+"""The code's types are checked: mypy with the settings of ``pyproject.toml``'s ``[tool.mypy]`` (its
+``files``: ``sirerag/``, ``finetune/`` and ``benchmarks/``) reports no error (its cache, ``.mypy_cache/``,
+makes a rerun take seconds)."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,7 @@ from typing import Iterator
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_mypy_finds_no_error_in_the_package():
+def test_mypy_finds_no_error_in_the_code():
     run = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml")],
                          cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 0, f"mypy reported errors:\n{run.stdout}{run.stderr}"
