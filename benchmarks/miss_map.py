@@ -85,10 +85,10 @@ def classify(graph: Any, question: str, title: str, passage: str, others: Sequen
     shared = set().union(*(passage_entities(graph, o) for o in others)) if others else set()
     name, count = graph.entities.__getitem__, lambda n: int(graph.entity_passages[n])
     out: dict[str, Any] = {"entities": len(mine),
-           "linked": [[name(n), count(n)] for n in mine if n in linked],
-           "bridged": [[name(n), bridged[n], count(n)] for n in mine if n in bridged],
-           "named": [name(n) for n in mine if _named(question, name(n))],
-           "shared": sorted(([name(n), count(n)] for n in mine if n in shared), key=lambda x: x[1])}
+                           "linked": [[name(n), count(n)] for n in mine if n in linked],
+                           "bridged": [[name(n), bridged[n], count(n)] for n in mine if n in bridged],
+                           "named": [name(n) for n in mine if _named(question, name(n))],
+                           "shared": sorted(([name(n), count(n)] for n in mine if n in shared), key=lambda x: x[1])}
     bare = _QUALIFIER.sub("", title)
     if _named(question, bare) and not {bare, title} & set(out["named"]):
         out["named"].append(title)  # "My Fair Lady" named, the passage titled "My Fair Lady (film)"

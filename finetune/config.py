@@ -159,8 +159,9 @@ class TrainConfig:
         unknown = sorted(set(data) - set(_SECTIONS))
         if unknown:
             raise ConfigError(f"{source}: unknown section(s) {unknown}; allowed: {sorted(_SECTIONS)}")
-        kwargs: dict[str, Any] = {name: section_from_mapping(section_cls, data[name], f"{source}: [{name}]", lists_as_tuples=True)
-                  for name, section_cls in _SECTIONS.items() if name in data}
+        kwargs: dict[str, Any] = {
+            name: section_from_mapping(section_cls, data[name], f"{source}: [{name}]", lists_as_tuples=True)
+            for name, section_cls in _SECTIONS.items() if name in data}
         return cls(**kwargs)
 
     def with_overrides(self, assignments: list[str]) -> "TrainConfig":

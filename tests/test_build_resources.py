@@ -58,10 +58,10 @@ def test_rss_and_peak_are_in_mib() -> None:
 
 
 @pytest.mark.skipif(not LINUX, reason="the resident size is read from /proc")
-def test_without_proc_the_stages_are_left_out(monkeypatch) -> None:
+def test_without_proc_the_stages_are_left_out(monkeypatch, tmp_path) -> None:
     import sirerag.pipeline.resources as resources
 
-    monkeypatch.setattr(resources, "_STATUS", resources.Path("/nonexistent/status"))
+    monkeypatch.setattr(resources, "_STATUS", tmp_path / "no-status")  # a status file that does not exist
     meter = MemoryMeter()
     hook = meter.hook(None)
     hook("load", "start", 0.0)
